@@ -1,0 +1,507 @@
+//! Argument checking: the "invalid arguments" answer the spec describes.
+//!
+//! Each check reports every fault at once: each field error, every unknown
+//! key with the field it most likely meant (nested objects included), the
+//! required and optional arguments, and one corrected example call built
+//! from the schema and what the caller sent. A state-changing op given a
+//! near-miss key is refused before validation (`UNKNOWN_ARGUMENT`), so a
+//! typo never writes a row with a field silently dropped.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{ErrorCode, LoomError};
+use crate::schema::{self, SERVER_FILLED};
+
+/// How close a key must be to a field to be suggested (0..1).
+const SUGGEST_THRESHOLD: f64 = 0.6;
+
+/// The arguments callers see in refusals: listed fields only, minus `namespace`
+/// (every op takes it and the caller's default fills it).
+fn visible_args(listed: &Value) -> (Vec<String>, Vec<String>) {
+    let required: Vec<String> =
+        schema::required(listed).into_iter().map(str::to_owned).collect();
+    let optional = schema::properties(listed)
+        .map(|(k, _)| k.clone())
+        .filter(|k| k != "namespace" && !required.contains(k))
+        .collect();
+    (required, optional)
+}
+
+/// A compiled checker for one op's input.
+pub struct Validator {
+    compiled: Option<jsonschema::Validator>,
+    schema: Value,
+    required: Vec<String>,
+    optional: Vec<String>,
+}
+
+/// One unknown key and what it most likely meant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unknown {
+    /// The dotted path of the key (`filter.lables`).
+    pub path: String,
+    /// The closest field at that level, when one is close enough.
+    pub suggestion: Option<String>,
+}
+
+impl Validator {
+    /// Compiles the checker from the whole input schema (hidden fields stay
+    /// accepted) and the listed one (what refusals name).
+    pub fn new(full: &Value, listed: &Value) -> Validator {
+        let (required, optional) = visible_args(listed);
+        Validator {
+            compiled: jsonschema::draft202012::new(full).ok(),
+            schema: full.clone(),
+            required,
+            optional,
+        }
+    }
+
+    /// The required arguments callers see.
+    pub fn required(&self) -> &[String] {
+        &self.required
+    }
+
+    /// The optional arguments callers see.
+    pub fn optional(&self) -> &[String] {
+        &self.optional
+    }
+
+    /// Every unknown key in `args`, at any depth the schema describes.
+    pub fn unknown_keys(&self, args: &Value) -> Vec<Unknown> {
+        let mut out = Vec::new();
+        collect_unknown(&self.schema, args, "", &mut out);
+        out
+    }
+
+    /// Checks `args` for op `op`. `state_changing` ops refuse near-miss keys
+    /// first with `UNKNOWN_ARGUMENT`.
+    pub fn check(&self, op: &str, args: &Value, state_changing: bool) -> Result<(), LoomError> {
+        if !args.is_object() {
+            return Err(self.invalid(
+                op,
+                args,
+                vec![format!("arguments: Input should be an object [object_type], got {}", type_name(args))],
+                Vec::new(),
+            ));
+        }
+        let unknown = self.unknown_keys(args);
+        if state_changing {
+            let near: Vec<&Unknown> = unknown.iter().filter(|u| u.suggestion.is_some()).collect();
+            if !near.is_empty() {
+                return Err(self.unknown_argument(op, &near));
+            }
+        }
+        let mut errors = Vec::new();
+        if let Some(compiled) = &self.compiled {
+            for e in compiled.iter_errors(args) {
+                if let Some(msg) = field_error(&e) {
+                    errors.push(msg);
+                }
+            }
+        }
+        if errors.is_empty() && unknown.is_empty() {
+            Ok(())
+        } else {
+            Err(self.invalid(op, args, errors, unknown))
+        }
+    }
+
+    fn unknown_argument(&self, op: &str, near: &[&Unknown]) -> LoomError {
+        let mut did_you_mean = Map::new();
+        let mut parts = Vec::new();
+        for u in near {
+            let s = u.suggestion.clone().unwrap_or_default();
+            parts.push(format!("unknown '{}' — did you mean '{s}'?", u.path));
+            did_you_mean.insert(u.path.clone(), s.into());
+        }
+        let mut arguments = self.required.clone();
+        arguments.extend(self.optional.iter().cloned());
+        LoomError::new(
+            ErrorCode::UnknownArgument,
+            format!("{op}: {} Nothing was written.", parts.join(" ")),
+        )
+        .with_detail("op", op)
+        .with_detail("did_you_mean", Value::Object(did_you_mean))
+        .with_detail("arguments", arguments)
+        .with_detail("required", self.required.clone())
+        .with_detail("optional", self.optional.clone())
+    }
+
+    fn invalid(&self, op: &str, args: &Value, errors: Vec<String>, unknown: Vec<Unknown>) -> LoomError {
+        let mut text = format!("{op}: invalid arguments.");
+        for e in &errors {
+            text.push('\n');
+            text.push_str(e);
+        }
+        let mut unknown_map = Map::new();
+        for u in &unknown {
+            text.push('\n');
+            match &u.suggestion {
+                Some(s) => text.push_str(&format!("unknown '{}' — did you mean '{s}'?", u.path)),
+                None => text.push_str(&format!("unknown '{}'", u.path)),
+            }
+            unknown_map.insert(u.path.clone(), u.suggestion.clone().map_or(Value::Null, Value::from));
+        }
+        let example = self.example(args);
+        text.push_str(&format!("\nrequired: {}", list_or_none(&self.required)));
+        text.push_str(&format!("\noptional: {}", list_or_none(&self.optional)));
+        text.push_str(&format!("\nexample: {example}"));
+        LoomError::new(ErrorCode::InvalidArguments, text)
+            .with_detail("op", op)
+            .with_detail("errors", errors)
+            .with_detail("required", self.required.clone())
+            .with_detail("optional", self.optional.clone())
+            .with_detail("unknown", Value::Object(unknown_map))
+            .with_detail("example", example)
+    }
+
+    /// One corrected call: what the caller sent that is valid, unknown keys
+    /// renamed to their suggestion, and every missing required field filled
+    /// from the schema's example or a placeholder of its type.
+    pub fn example(&self, args: &Value) -> Value {
+        corrected(&self.schema, args)
+    }
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() { "(none)".into() } else { items.join(", ") }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// One line per field error, pydantic-style (`memory_key: Field required [missing]`).
+/// `None` for unknown-key errors, which are reported with suggestions instead.
+fn field_error(e: &jsonschema::ValidationError<'_>) -> Option<String> {
+    use jsonschema::error::ValidationErrorKind as K;
+    let path = pointer_to_dotted(&e.instance_path().to_string());
+    let at = |p: &str| if p.is_empty() { "arguments".to_owned() } else { p.to_owned() };
+    Some(match e.kind() {
+        K::AdditionalProperties { .. } | K::UnevaluatedProperties { .. } => return None,
+        K::Required { property } => {
+            let name = property.as_str().map(str::to_owned).unwrap_or_else(|| property.to_string());
+            let full = if path.is_empty() { name } else { format!("{path}.{name}") };
+            format!("{full}: Field required [missing]")
+        }
+        K::Type { .. } => format!(
+            "{}: Input should be {} [type], got {}",
+            at(&path),
+            expected_type(e),
+            type_name(e.instance())
+        ),
+        _ => format!("{}: {e}", at(&path)),
+    })
+}
+
+fn expected_type(e: &jsonschema::ValidationError<'_>) -> String {
+    // The Display text names the expected type(s) after "is not of type".
+    let text = e.to_string();
+    match text.split_once("is not of type") {
+        Some((_, ty)) => format!("of type {}", ty.trim()),
+        None => "of another type".into(),
+    }
+}
+
+fn pointer_to_dotted(pointer: &str) -> String {
+    pointer
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.replace("~1", "/").replace("~0", "~"))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// The object schema(s) a value is checked against: the schema itself, or
+/// its `anyOf`/`oneOf` alternatives that describe objects (`Option<Struct>`).
+fn object_schemas(s: &Value) -> Vec<&Value> {
+    if s.get("properties").is_some() {
+        return vec![s];
+    }
+    ["anyOf", "oneOf", "allOf"]
+        .iter()
+        .filter_map(|k| s.get(*k).and_then(Value::as_array))
+        .flatten()
+        .filter(|alt| alt.get("properties").is_some())
+        .collect()
+}
+
+fn item_schema(s: &Value) -> Option<&Value> {
+    s.get("items").or_else(|| {
+        ["anyOf", "oneOf"]
+            .iter()
+            .filter_map(|k| s.get(*k).and_then(Value::as_array))
+            .flatten()
+            .find_map(|alt| alt.get("items"))
+    })
+}
+
+fn collect_unknown(schema: &Value, value: &Value, prefix: &str, out: &mut Vec<Unknown>) {
+    match value {
+        Value::Object(map) => {
+            let Some(obj) = object_schemas(schema).into_iter().next() else { return };
+            let fields: Vec<&str> = schema::properties(obj).map(|(k, _)| k.as_str()).collect();
+            let open = obj.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false))
+                && fields.is_empty();
+            for (key, v) in map {
+                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                match obj.get("properties").and_then(|p| p.get(key)) {
+                    Some(sub) => collect_unknown(sub, v, &path, out),
+                    None if open || SERVER_FILLED.contains(&key.as_str()) && prefix.is_empty() => {}
+                    None => out.push(Unknown {
+                        suggestion: closest(key, fields.iter().copied(), 1).first().map(|s| (*s).to_owned()),
+                        path,
+                    }),
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = item_schema(schema) {
+                for (i, v) in items.iter().enumerate() {
+                    collect_unknown(item, v, &format!("{prefix}.{i}"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn normalize(s: &str) -> String {
+    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
+/// How likely `key` was meant as `field` (0..1): separators and case do not
+/// count, a key that is one of the field's `_` words scores high, else edit
+/// similarity.
+pub fn similarity(key: &str, field: &str) -> f64 {
+    let (k, f) = (normalize(key), normalize(field));
+    if k.is_empty() || f.is_empty() {
+        return 0.0;
+    }
+    if k == f {
+        return 1.0;
+    }
+    let edit = strsim::normalized_damerau_levenshtein(&k, &f);
+    let words = field.split(['_', '.', '-']).filter(|w| !w.is_empty()).count();
+    let word_hit = words > 1
+        && field
+            .split(['_', '.', '-'])
+            .any(|w| normalize(w) == k || (k.len() >= 3 && strsim::normalized_damerau_levenshtein(&normalize(w), &k) >= 0.75));
+    if word_hit { edit.max(0.75) } else { edit.max(strsim::jaro_winkler(&k, &f) - 0.15) }
+}
+
+/// Up to `limit` candidates closest to `key` above the suggestion threshold, best first.
+pub fn closest<'a>(key: &str, candidates: impl IntoIterator<Item = &'a str>, limit: usize) -> Vec<&'a str> {
+    let mut scored: Vec<(f64, &str)> = candidates
+        .into_iter()
+        .map(|c| (similarity(key, c), c))
+        .filter(|(s, _)| *s >= SUGGEST_THRESHOLD)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored.into_iter().take(limit).map(|(_, c)| c).collect()
+}
+
+/// A placeholder value for a schema: its first example, default, enum value
+/// or const, else one of its type.
+pub fn placeholder(name: &str, s: &Value) -> Value {
+    for key in ["examples"] {
+        if let Some(Value::Array(ex)) = s.get(key) {
+            if let Some(first) = ex.first() {
+                return first.clone();
+            }
+        }
+    }
+    for key in ["default", "const"] {
+        if let Some(v) = s.get(key) {
+            return v.clone();
+        }
+    }
+    if let Some(Value::Array(e)) = s.get("enum") {
+        if let Some(first) = e.iter().find(|v| !v.is_null()) {
+            return first.clone();
+        }
+    }
+    if s.get("properties").is_some() {
+        return corrected(s, &json!({}));
+    }
+    let ty = match s.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("null"),
+        _ => {
+            return object_schemas(s).first().map_or(Value::String(format!("<{name}>")), |o| placeholder(name, o));
+        }
+    };
+    match ty {
+        "string" => Value::String(format!("<{name}>")),
+        "integer" => json!(1),
+        "number" => json!(1.0),
+        "boolean" => json!(true),
+        "array" => match item_schema(s) {
+            Some(item) => json!([placeholder(name, item)]),
+            None => json!([]),
+        },
+        "object" => json!({}),
+        _ => Value::Null,
+    }
+}
+
+fn corrected(schema: &Value, args: &Value) -> Value {
+    let Some(obj) = object_schemas(schema).into_iter().next() else {
+        return json!({});
+    };
+    let fields: Vec<&str> = schema::properties(obj).map(|(k, _)| k.as_str()).collect();
+    let mut out = Map::new();
+    if let Value::Object(sent) = args {
+        for (key, v) in sent {
+            let target = if fields.contains(&key.as_str()) {
+                Some(key.as_str())
+            } else {
+                closest(key, fields.iter().copied(), 1).first().copied()
+            };
+            let Some(target) = target else { continue };
+            let sub = &obj["properties"][target];
+            let valid = jsonschema::draft202012::new(sub).map(|c| c.is_valid(v)).unwrap_or(false);
+            let value = if valid {
+                if v.is_object() { corrected(sub, v) } else { v.clone() }
+            } else {
+                placeholder(target, sub)
+            };
+            out.entry(target.to_owned()).or_insert(value);
+        }
+    }
+    for req in schema::required(obj) {
+        if !out.contains_key(req) {
+            out.insert(req.to_owned(), placeholder(req, &obj["properties"][req]));
+        }
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::TypeInfo;
+    use schemars::JsonSchema;
+
+    #[allow(dead_code)]
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Get {
+        #[schemars(example = &"deploy_window")]
+        memory_key: String,
+        namespace: Option<String>,
+        if_version: Option<i64>,
+        include_recall_breakdown: Option<bool>,
+        as_of: Option<String>,
+        fields: Option<Vec<String>>,
+        follow: Option<bool>,
+        agent: Option<String>,
+    }
+
+    #[allow(dead_code)]
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct Apply {
+        action: String,
+        filter: Filter,
+        dry_run: Option<bool>,
+    }
+
+    #[allow(dead_code)]
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct Filter {
+        labels: Option<Vec<String>>,
+        key_prefix: Option<String>,
+    }
+
+    fn validator<T: JsonSchema>() -> Validator {
+        let full = schema::input_schema(&TypeInfo::of::<T>());
+        Validator::new(&full, &schema::listed_input(&full))
+    }
+
+    #[test]
+    fn the_spec_example() {
+        let v = validator::<Get>();
+        let err = v.check("memory.get", &json!({"key": "deploy_window"}), false).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArguments);
+        assert_eq!(
+            err.message(),
+            "memory.get: invalid arguments.\n\
+             memory_key: Field required [missing]\n\
+             unknown 'key' — did you mean 'memory_key'?\n\
+             required: memory_key\n\
+             optional: if_version, include_recall_breakdown, as_of, fields, follow\n\
+             example: {\"memory_key\":\"deploy_window\"}"
+        );
+        let d = err.detail();
+        assert_eq!(d["unknown"], json!({"key": "memory_key"}));
+        assert_eq!(d["example"], json!({"memory_key": "deploy_window"}));
+        assert_eq!(d["required"], json!(["memory_key"]));
+        assert_eq!(d["op"], "memory.get");
+    }
+
+    #[test]
+    fn every_field_error_is_reported() {
+        let v = validator::<Get>();
+        let err = v
+            .check("memory.get", &json!({"memory_key": 3, "if_version": "x", "fields": [1]}), false)
+            .unwrap_err();
+        let errors = err.detail()["errors"].as_array().unwrap();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors.iter().any(|e| e.as_str().unwrap().starts_with("memory_key: Input should be")));
+        assert!(errors.iter().any(|e| e.as_str().unwrap().starts_with("fields.0:")));
+        // the example keeps nothing invalid
+        assert_eq!(err.detail()["example"]["memory_key"], "deploy_window");
+    }
+
+    #[test]
+    fn state_changing_ops_refuse_near_misses_before_validation() {
+        let v = validator::<Apply>();
+        let err = v
+            .check("memory.apply", &json!({"action": "delete", "filter": {"lables": ["x"]}}), true)
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::UnknownArgument);
+        assert_eq!(err.detail()["did_you_mean"], json!({"filter.lables": "labels"}));
+        assert!(err.message().contains("Nothing was written"));
+    }
+
+    #[test]
+    fn nested_unknowns_are_found_on_reads_too() {
+        let v = validator::<Apply>();
+        let err = v
+            .check("memory.apply", &json!({"action": "x", "filter": {"key_prefx": "a"}, "zzz": 1}), false)
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArguments);
+        assert_eq!(err.detail()["unknown"], json!({"filter.key_prefx": "key_prefix", "zzz": null}));
+        assert_eq!(err.detail()["example"], json!({"action": "x", "filter": {"key_prefix": "a"}}));
+    }
+
+    #[test]
+    fn valid_arguments_pass_and_server_filled_keys_are_accepted() {
+        let v = validator::<Get>();
+        v.check("memory.get", &json!({"memory_key": "k", "agent": "a", "follow": true}), true).unwrap();
+    }
+
+    #[test]
+    fn non_objects_are_refused() {
+        let v = validator::<Get>();
+        let err = v.check("memory.get", &json!([1]), false).unwrap_err();
+        assert!(err.message().contains("Input should be an object"));
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(closest("key", ["memory_key", "content"], 1), ["memory_key"]);
+        assert_eq!(closest("memoryKey", ["memory_key", "content"], 1), ["memory_key"]);
+        assert_eq!(closest("contnet", ["memory_key", "content"], 1), ["content"]);
+        assert!(closest("zebra", ["memory_key", "content"], 1).is_empty());
+        assert_eq!(closest("memory.gte", ["memory.get", "memory.set", "run.begin"], 2), ["memory.get", "memory.set"]);
+    }
+}

@@ -1,0 +1,11 @@
+//! # loom-ops: Loom's operations, grouped by plane
+//!
+//! Each plane is a module whose `#[loom_op]` handlers take their op name
+//! from it (`fn capabilities` in `mod ops` → `ops.capabilities`).
+
+pub mod ops;
+
+/// Forces the linker to keep this crate, so `inventory` sees its ops.
+/// Call it from every binary and test that builds a registry: a crate that
+/// nothing references is never linked, and its ops would silently vanish.
+pub fn link() {}

@@ -1,0 +1,3 @@
+//! # loom-server: transports, workers, configuration and the `loom` binary
+
+pub mod cli;
