@@ -4,6 +4,7 @@
 //! from it (`fn capabilities` in `mod ops` → `ops.capabilities`).
 
 pub mod ops;
+pub mod store;
 
 /// Forces the linker to keep this crate, so `inventory` sees its ops.
 /// Call it from every binary and test that builds a registry: a crate that

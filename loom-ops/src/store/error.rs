@@ -1,0 +1,28 @@
+//! Database errors as [`LoomError`]s: the client sees a code, the log the cause.
+
+use loom_core::{ErrorCode, LoomError};
+
+/// Maps a sqlx error: an exhausted pool is `OVERLOADED` (retry later), a
+/// busy SQLite or a serialization failure is `BACKEND_TIMEOUT`, anything else
+/// is an internal fault whose cause is logged, never sent.
+pub fn db_error(e: sqlx::Error) -> LoomError {
+    match &e {
+        sqlx::Error::PoolTimedOut => {
+            LoomError::new(ErrorCode::Overloaded, "the store is busy; retry shortly")
+                .with_retry_after(std::time::Duration::from_secs(1))
+                .with_internal(e.to_string())
+        }
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            // SQLITE_BUSY (5), SQLITE_LOCKED (6); PostgreSQL serialization (40001) and deadlock (40P01).
+            if matches!(code.as_ref(), "5" | "6" | "517" | "40001" | "40P01") {
+                LoomError::new(ErrorCode::BackendTimeout, "the store could not finish in time; retry")
+                    .with_retry_after(std::time::Duration::from_secs(1))
+                    .with_internal(e.to_string())
+            } else {
+                LoomError::internal(e)
+            }
+        }
+        _ => LoomError::internal(e),
+    }
+}

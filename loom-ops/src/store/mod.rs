@@ -1,0 +1,85 @@
+//! The store: one API over SQLite (the embedded default) and PostgreSQL,
+//! through sqlx's `Any` driver.
+//!
+//! Reads and writes go through different handles from the start
+//! ([`Store::reader`], [`Store::writer`]), so reads can later be served by
+//! replicas. On SQLite the writer is one connection: writes queue in the
+//! pool instead of meeting `database is locked`, and WAL lets readers run
+//! beside it. Every write commits with `synchronous=FULL`, so an
+//! acknowledged write survives a `kill -9`.
+//!
+//! SQL is written once with `$1` placeholders, which both backends accept;
+//! where the dialects differ, [`Backend`] picks the statement.
+
+mod error;
+mod open;
+pub mod testing;
+mod tx;
+
+pub use error::db_error;
+pub use open::{StoreOptions, default_database_url};
+pub use tx::WriteTx;
+
+use sqlx::AnyPool;
+
+/// Which database the store runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Embedded SQLite (the default).
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+}
+
+impl Backend {
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// Loom's storage handle. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    backend: Backend,
+    writer: AnyPool,
+    reader: AnyPool,
+}
+
+impl Store {
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The pool writes go through.
+    pub fn writer(&self) -> &AnyPool {
+        &self.writer
+    }
+
+    /// The pool reads go through.
+    pub fn reader(&self) -> &AnyPool {
+        &self.reader
+    }
+
+    /// Closes both pools, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}
+
+/// Milliseconds since the Unix epoch: how every timestamp is stored.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// An RFC 3339 timestamp (UTC, milliseconds) from stored milliseconds.
+pub fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

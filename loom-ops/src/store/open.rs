@@ -1,0 +1,157 @@
+//! Opening the store: pools, per-connection settings, migrations.
+
+use std::time::Duration;
+
+use sqlx::Executor;
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+
+use super::{Backend, Store};
+
+/// The database Loom uses when `LOOM_DATABASE_URL` is unset: `loom.db` in
+/// the working folder, created if missing.
+pub fn default_database_url() -> String {
+    "sqlite://loom.db".to_owned()
+}
+
+/// How to open a store.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// `sqlite://path` or `postgres://…`.
+    pub url: String,
+    /// Connections for reads (SQLite and PostgreSQL) and writes (PostgreSQL only;
+    /// SQLite always writes through one connection).
+    pub max_connections: u32,
+    /// PostgreSQL schema to use (and create); tests run each in its own.
+    pub pg_schema: Option<String>,
+    /// How long a call may wait for a connection.
+    pub acquire_timeout: Duration,
+}
+
+impl StoreOptions {
+    /// Options for `url` with defaults.
+    pub fn new(url: impl Into<String>) -> Self {
+        StoreOptions {
+            url: url.into(),
+            max_connections: 16,
+            pg_schema: None,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+fn backend_of(url: &str) -> Result<Backend, String> {
+    if url.starts_with("sqlite:") {
+        Ok(Backend::Sqlite)
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Backend::Postgres)
+    } else {
+        Err(format!(
+            "LOOM_DATABASE_URL must start with sqlite:// or postgres://, got {:?}",
+            url.split(':').next().unwrap_or("")
+        ))
+    }
+}
+
+/// A SQLite URL that creates its file when missing.
+fn sqlite_url(url: &str) -> String {
+    if url.contains("mode=") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    }
+}
+
+fn valid_schema_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+impl Store {
+    /// Opens the store and runs the migrations.
+    pub async fn open(options: StoreOptions) -> Result<Store, String> {
+        let store = Store::connect(options).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Opens the store without running migrations.
+    pub async fn connect(options: StoreOptions) -> Result<Store, String> {
+        install_default_drivers();
+        let backend = backend_of(&options.url)?;
+        let url = match backend {
+            Backend::Sqlite => sqlite_url(&options.url),
+            Backend::Postgres => options.url.clone(),
+        };
+        let schema = match &options.pg_schema {
+            Some(s) if !valid_schema_name(s) => return Err(format!("invalid PostgreSQL schema name {s:?}")),
+            other => other.clone(),
+        };
+        let setup = move |schema: Option<String>| {
+            AnyPoolOptions::new()
+                .acquire_timeout(options.acquire_timeout)
+                .after_connect(move |conn, _meta| {
+                    let schema = schema.clone();
+                    Box::pin(async move {
+                        match backend {
+                            Backend::Sqlite => {
+                                conn.execute(
+                                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+                                     PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;",
+                                )
+                                .await?;
+                            }
+                            Backend::Postgres => {
+                                if let Some(schema) = schema {
+                                    conn.execute(format!("SET search_path TO {schema}").as_str()).await?;
+                                }
+                            }
+                        }
+                        Ok(())
+                    })
+                })
+        };
+        if let (Backend::Postgres, Some(schema)) = (backend, &schema) {
+            let admin = AnyPoolOptions::new()
+                .max_connections(1)
+                .connect(&url)
+                .await
+                .map_err(|e| format!("cannot connect to the database: {e}"))?;
+            admin
+                .execute(format!("CREATE SCHEMA IF NOT EXISTS {schema}").as_str())
+                .await
+                .map_err(|e| format!("cannot create schema {schema}: {e}"))?;
+            admin.close().await;
+        }
+        let writers = match backend {
+            Backend::Sqlite => 1,
+            Backend::Postgres => options.max_connections.max(2),
+        };
+        let writer = setup(schema.clone())
+            .max_connections(writers)
+            .connect(&url)
+            .await
+            .map_err(|e| format!("cannot open the database: {e}"))?;
+        let reader = match backend {
+            Backend::Sqlite => setup(schema)
+                .max_connections(options.max_connections.max(1))
+                .connect(&url)
+                .await
+                .map_err(|e| format!("cannot open the database: {e}"))?,
+            Backend::Postgres => writer.clone(),
+        };
+        Ok(Store { backend, writer, reader })
+    }
+
+    /// Runs the embedded migrations for this backend.
+    pub async fn migrate(&self) -> Result<(), String> {
+        let migrator = match self.backend {
+            Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
+            Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
+        };
+        migrator.run(&self.writer).await.map_err(|e| format!("migrations failed: {e}"))
+    }
+}

@@ -1,0 +1,71 @@
+//! Stores for tests: SQLite always, PostgreSQL when `LOOM_TEST_DATABASE_URL`
+//! is set, each in a fresh file or schema so runs never collide.
+
+use super::{Store, StoreOptions};
+
+/// A fresh SQLite file under the temp folder (removed by [`TestStore`]'s drop).
+pub fn sqlite_url() -> (String, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("loom-test-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("loom.db");
+    (format!("sqlite://{}", path.display()), dir)
+}
+
+/// The PostgreSQL URL tests use, when set.
+pub fn postgres_url() -> Option<String> {
+    std::env::var("LOOM_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())
+}
+
+/// A fresh schema name.
+pub fn fresh_schema() -> String {
+    format!("loom_test_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A migrated store and what to clean up after it.
+pub struct TestStore {
+    /// The store.
+    pub store: Store,
+    /// Options that open the same database again (for restart tests).
+    pub options: StoreOptions,
+    dir: Option<std::path::PathBuf>,
+}
+
+impl TestStore {
+    /// Which backend, for test names.
+    pub fn name(&self) -> &'static str {
+        self.store.backend().as_str()
+    }
+}
+
+impl Drop for TestStore {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A migrated SQLite store in a fresh file.
+pub async fn sqlite() -> TestStore {
+    let (url, dir) = sqlite_url();
+    let options = StoreOptions::new(url);
+    let store = Store::open(options.clone()).await.expect("open sqlite");
+    TestStore { store, options, dir: Some(dir) }
+}
+
+/// A migrated PostgreSQL store in a fresh schema, when `LOOM_TEST_DATABASE_URL` is set.
+pub async fn postgres() -> Option<TestStore> {
+    let url = postgres_url()?;
+    let mut options = StoreOptions::new(url);
+    options.pg_schema = Some(fresh_schema());
+    options.max_connections = 8;
+    let store = Store::open(options.clone()).await.expect("open postgres");
+    Some(TestStore { store, options, dir: None })
+}
+
+/// Every backend this machine can test: SQLite, and PostgreSQL when set.
+pub async fn all() -> Vec<TestStore> {
+    let mut stores = vec![sqlite().await];
+    stores.extend(postgres().await);
+    stores
+}
