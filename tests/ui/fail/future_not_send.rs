@@ -1,0 +1,22 @@
+#![allow(unused_imports, dead_code)]
+use loom_core::{OpCx, OpResult, loom_op};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Deserialize, JsonSchema)]
+struct In {}
+#[derive(Serialize, JsonSchema)]
+struct Out {}
+
+mod memory {
+    use super::*;
+    #[loom_op(role = "viewer")]
+    async fn get(_cx: &OpCx, _input: In) -> OpResult<Out> {
+        let held = std::rc::Rc::new(1);
+        std::future::ready(()).await;
+        drop(held);
+        Ok(Out {})
+    }
+}
+
+fn main() {}

@@ -1,0 +1,22 @@
+#![allow(unused_imports, dead_code)]
+use loom_core::{OpCx, OpResult, loom_op};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Deserialize, JsonSchema)]
+struct In {}
+#[derive(Serialize, JsonSchema)]
+struct Out {}
+
+#[derive(Deserialize)]
+struct Plain {}
+
+mod memory {
+    use super::*;
+    #[loom_op(role = "viewer")]
+    async fn get(_cx: &OpCx, _input: Plain) -> OpResult<Out> {
+        Ok(Out {})
+    }
+}
+
+fn main() {}

@@ -1,0 +1,17 @@
+#![allow(unused_imports, dead_code)]
+use loom_core::{OpCx, OpResult, loom_op};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Deserialize, JsonSchema)]
+struct In {}
+#[derive(Serialize, JsonSchema)]
+struct Out {}
+
+mod memory {
+    use super::*;
+    #[loom_op(role = "viewer")]
+    async fn get(_cx: &OpCx, _input: In) {}
+}
+
+fn main() {}
