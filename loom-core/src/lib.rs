@@ -38,6 +38,10 @@
 //! `consumer`) are removed from MCP listings by name; mark others with
 //! `#[schemars(extend("x-loom-field" = "mcp_hidden"))]` (or `"dashboard"`).
 
+// Lets `#[loom_op]` expansions (which name `::loom_core`) compile inside this
+// crate's own tests.
+extern crate self as loom_core;
+
 mod args;
 mod capabilities;
 mod cx;
@@ -70,3 +74,6 @@ pub use registry::{Op, Registry, RegistryError, default_budget, fallback_descrip
 pub use role::Role;
 pub use schema::Profile;
 pub use toolset::{Listing, Toolset};
+
+#[cfg(test)]
+mod tests;

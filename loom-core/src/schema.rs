@@ -79,13 +79,15 @@ pub fn output_schema(info: &TypeInfo) -> Value {
     v
 }
 
-/// Root schemas lose `$schema` and `title` (the tool carries its own name)
+/// Root schemas lose `$schema`, `title` and `description` (the tool carries
+/// its own name and description)
 /// and always have `type: object`.
 fn root_object(schema: Schema) -> Value {
     let mut v = schema.to_value();
     if let Value::Object(map) = &mut v {
         map.remove("$schema");
         map.remove("title");
+        map.remove("description");
         map.entry("type").or_insert_with(|| "object".into());
     } else {
         // `true` / `false` schemas: an op without arguments.
@@ -140,7 +142,9 @@ pub fn strip_marks(v: &mut Value) {
 
 /// The argument tree: types, properties, required, items and enums only.
 pub fn compact_tree(v: &Value) -> Value {
-    let Some(map) = v.as_object() else { return v.clone() };
+    let Some(map) = v.as_object() else {
+        return v.clone();
+    };
     let mut out = Map::new();
     for key in ["type", "enum", "const", "required"] {
         if let Some(x) = map.get(key) {
@@ -148,7 +152,10 @@ pub fn compact_tree(v: &Value) -> Value {
         }
     }
     if let Some(Value::Object(props)) = map.get("properties") {
-        let props = props.iter().map(|(k, p)| (k.clone(), compact_tree(p))).collect();
+        let props = props
+            .iter()
+            .map(|(k, p)| (k.clone(), compact_tree(p)))
+            .collect();
         out.insert("properties".into(), Value::Object(props));
     }
     if let Some(items) = map.get("items") {
@@ -156,10 +163,38 @@ pub fn compact_tree(v: &Value) -> Value {
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(alts)) = map.get(key) {
-            out.insert(key.into(), Value::Array(alts.iter().map(compact_tree).collect()));
+            out.insert(
+                key.into(),
+                Value::Array(alts.iter().map(compact_tree).collect()),
+            );
         }
     }
     Value::Object(out)
+}
+
+/// A doc comment as one line per paragraph: source line breaks cost tokens
+/// and mean nothing to a model. Lists (`- `, `* `, `1. `) keep their lines.
+pub fn reflow(text: &str) -> String {
+    text.trim()
+        .split("\n\n")
+        .map(|para| {
+            let mut out = String::new();
+            for line in para.lines().map(str::trim) {
+                let item = line.starts_with("- ")
+                    || line.starts_with("* ")
+                    || line.split_once(". ").is_some_and(|(n, _)| {
+                        n.chars().all(|c| c.is_ascii_digit()) && !n.is_empty()
+                    });
+                if !out.is_empty() {
+                    out.push(if item { '\n' } else { ' ' });
+                }
+                out.push_str(line);
+            }
+            out
+        })
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 /// The first paragraph of a description.
@@ -175,7 +210,11 @@ pub fn first_paragraph(text: &str) -> String {
 
 /// The properties of an object schema, in declaration order.
 pub fn properties(schema: &Value) -> impl Iterator<Item = (&String, &Value)> {
-    schema.get("properties").and_then(Value::as_object).into_iter().flatten()
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
 }
 
 /// The required property names of an object schema.
@@ -220,7 +259,10 @@ mod tests {
         assert!(s.get("$schema").is_none());
         assert!(s.get("title").is_none());
         assert!(s.get("$defs").is_none(), "subschemas are inlined: {s}");
-        assert_eq!(s["properties"]["nested"]["properties"]["labels"]["type"], "array");
+        assert_eq!(
+            s["properties"]["nested"]["properties"]["labels"]["type"],
+            "array"
+        );
     }
 
     #[test]
@@ -244,8 +286,19 @@ mod tests {
     }
 
     #[test]
+    fn reflow_joins_paragraph_lines_but_keeps_lists() {
+        assert_eq!(
+            reflow("Reads one\nmemory.\n\n- a\n- b\n"),
+            "Reads one memory.\n\n- a\n- b"
+        );
+    }
+
+    #[test]
     fn first_paragraph_joins_lines() {
-        assert_eq!(first_paragraph("Reads one\nmemory.\n\nMore text."), "Reads one memory.");
+        assert_eq!(
+            first_paragraph("Reads one\nmemory.\n\nMore text."),
+            "Reads one memory."
+        );
     }
 
     #[test]

@@ -13,7 +13,11 @@ use loom_core::Registry;
 use loom_core::export::{self, Format};
 
 #[derive(Debug, Parser)]
-#[command(name = "loom", version, about = "Loom: long-term, shared memory and context for AI agents")]
+#[command(
+    name = "loom",
+    version,
+    about = "Loom: long-term, shared memory and context for AI agents"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -77,7 +81,9 @@ pub fn registry_or_report() -> Option<&'static Registry> {
 }
 
 fn export_actions(format: Format, output: &std::path::Path) -> ExitCode {
-    let Some(registry) = registry_or_report() else { return ExitCode::FAILURE };
+    let Some(registry) = registry_or_report() else {
+        return ExitCode::FAILURE;
+    };
     let text = export::render(registry, format);
     let written = if output.as_os_str() == "-" {
         std::io::stdout().lock().write_all(text.as_bytes())
@@ -87,7 +93,10 @@ fn export_actions(format: Format, output: &std::path::Path) -> ExitCode {
     match written {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("loom export-actions: cannot write {}: {e}", output.display());
+            eprintln!(
+                "loom export-actions: cannot write {}: {e}",
+                output.display()
+            );
             ExitCode::FAILURE
         }
     }

@@ -1,0 +1,93 @@
+//! `loom export-actions`, run as the built binary.
+
+use std::process::Command;
+
+fn loom(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_loom"))
+        .args(args)
+        .output()
+        .expect("run loom")
+}
+
+#[test]
+fn cedar_to_stdout_parses_with_cedar() {
+    let out = loom(&["export-actions", "--format", "cedar", "-o", "-"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (schema, _) = cedar_policy::Schema::from_cedarschema_str(&text)
+        .unwrap_or_else(|e| panic!("cedar refused the schema: {e:?}\n{text}"));
+    assert!(
+        schema
+            .actions()
+            .any(|a| a.to_string().contains("\"ops.capabilities\""))
+    );
+}
+
+#[test]
+fn json_to_a_file_lists_every_op() {
+    let dir = std::env::temp_dir().join(format!("loom-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("loom-tools.json");
+    let out = loom(&[
+        "export-actions",
+        "--format",
+        "json",
+        "-o",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "nothing on stdout when writing a file"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let tools = manifest["tools"].as_array().unwrap();
+    let caps = tools
+        .iter()
+        .find(|t| t["name"] == "loom_ops_capabilities")
+        .expect("ops.capabilities exported");
+    assert_eq!(caps["loom"]["http_path"], "/v1/ops.capabilities");
+    assert_eq!(caps["loom"]["effect"], "read");
+    for tool in tools {
+        for key in ["name", "description", "inputSchema", "outputSchema", "loom"] {
+            assert!(tool.get(key).is_some(), "{key} missing in {tool}");
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_bad_format_or_flag_is_a_usage_error_with_code_2() {
+    for args in [
+        &["export-actions", "--format", "yaml"][..],
+        &["export-actions", "--format", "json", "--bogus"][..],
+        &["export-actions"][..],
+        &["no-such-command"][..],
+    ] {
+        let out = loom(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!out.stderr.is_empty(), "{args:?} says why");
+    }
+}
+
+#[test]
+fn an_unwritable_output_fails_with_code_1() {
+    let out = loom(&[
+        "export-actions",
+        "--format",
+        "json",
+        "-o",
+        "/nonexistent-dir/x/y.json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write"));
+}
