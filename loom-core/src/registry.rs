@@ -56,6 +56,8 @@ pub struct Op {
     pub output_schema: Value,
     /// The input schema MCP lists.
     pub listed_input: Value,
+    /// The argument tree the compact profile lists.
+    pub compact_input: Value,
     validator: Validator,
 }
 
@@ -89,6 +91,7 @@ impl Op {
             output_model: (meta.output.name)().into_owned(),
             output_schema: schema::output_schema(&meta.output),
             validator: Validator::new(&input_schema, &listed_input),
+            compact_input: schema::compact_tree(&listed_input),
             input_schema,
             listed_input,
             meta,
@@ -139,11 +142,11 @@ impl Op {
         }
     }
 
-    /// The input schema a profile shows.
-    pub fn input_schema_for(&self, profile: Profile) -> Value {
+    /// The input schema a profile shows (computed once, at registry build).
+    pub fn input_schema_for(&self, profile: Profile) -> &Value {
         match profile {
-            Profile::Compact => schema::compact_tree(&self.listed_input),
-            Profile::Standard | Profile::Full => self.listed_input.clone(),
+            Profile::Compact => &self.compact_input,
+            Profile::Standard | Profile::Full => &self.listed_input,
         }
     }
 
