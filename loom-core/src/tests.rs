@@ -433,3 +433,31 @@ fn cedar_schema_parses_with_cedar() {
         "records keep every input field:\n{text}"
     );
 }
+
+#[test]
+fn op_names_render_for_the_listing_that_reads_them() {
+    let r = registry();
+    let core = Listing::core();
+    let text = "Use memory.set to write; memory.peek is not an op; see run.begin, then run.begin again. \
+                Not namespace.list or memory.search.";
+    assert_eq!(
+        crate::render::render_op_names(text, r, &core),
+        "Use loom_memory_set to write; memory.peek is not an op; see run.begin (via loom_op), then run.begin again. \
+         Not namespace.list or memory.search."
+    );
+    let readonly = Listing::Readonly;
+    assert_eq!(
+        crate::render::render_op_names("memory.get then memory.set", r, &readonly),
+        "loom_memory_get then memory.set",
+        "readonly routes reads only"
+    );
+    assert_eq!(
+        crate::render::render_op_names("run.trial and memory.get", r, &Listing::Assistant),
+        "run.trial and loom_memory_get",
+        "assistant routes nothing through loom_op"
+    );
+    assert_eq!(
+        crate::render::render_op_names("xmemory.set", r, &core),
+        "xmemory.set"
+    );
+}
