@@ -1,0 +1,304 @@
+//! JSON-RPC 2.0 framing for `POST /mcp`: one message or a batch of 1 to 64.
+//!
+//! Ids are strings or integers (MCP never allows `null`); an error whose
+//! request id is unknown omits `id`, since the 2025-11-25 schema has no null
+//! id and the conformance suite validates every message against it.
+
+use serde_json::{Map, Value, json};
+
+/// The largest batch Loom runs.
+pub const MAX_BATCH: usize = 64;
+
+/// JSON-RPC and MCP error codes Loom answers with.
+pub mod code {
+    /// The body is not JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// Not a valid request (or an empty or oversized batch).
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// No such method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Bad params: unknown tool or prompt, missing argument.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// A fault in the server.
+    pub const SERVER_ERROR: i64 = -32000;
+    /// Resource not found.
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// Unsupported `MCP-Protocol-Version`.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+}
+
+/// A request id: a string or an integer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Id {
+    /// A string id.
+    Str(String),
+    /// An integer id.
+    Num(serde_json::Number),
+}
+
+impl Id {
+    fn from_value(v: &Value) -> Option<Id> {
+        match v {
+            Value::String(s) => Some(Id::Str(s.clone())),
+            Value::Number(n) if n.is_i64() || n.is_u64() => Some(Id::Num(n.clone())),
+            _ => None,
+        }
+    }
+
+    /// The id as JSON.
+    pub fn to_value(&self) -> Value {
+        match self {
+            Id::Str(s) => Value::String(s.clone()),
+            Id::Num(n) => Value::Number(n.clone()),
+        }
+    }
+}
+
+/// One incoming message.
+#[derive(Clone, Debug)]
+pub enum Message {
+    /// A request: it gets an answer.
+    Request {
+        /// Its id.
+        id: Id,
+        /// The method.
+        method: String,
+        /// The params (`{}` when absent).
+        params: Value,
+    },
+    /// A notification: no answer.
+    Notification {
+        /// The method.
+        method: String,
+        /// The params.
+        params: Value,
+    },
+    /// A response from the client (to a request Loom never sends): ignored.
+    Response,
+    /// Not a valid message: answered with -32600, with the id when one could be read.
+    Invalid {
+        /// The id, when readable.
+        id: Option<Id>,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A parsed body.
+#[derive(Debug)]
+pub enum Body {
+    /// One message.
+    Single(Message),
+    /// A batch of 1 to 64 messages.
+    Batch(Vec<Message>),
+}
+
+/// An error before any message could be read: answered id-less.
+#[derive(Debug)]
+pub struct FramingError {
+    /// The JSON-RPC code.
+    pub code: i64,
+    /// The message.
+    pub message: String,
+}
+
+impl FramingError {
+    /// The error as an id-less JSON-RPC response.
+    pub fn response(&self) -> Value {
+        error_response(None, self.code, &self.message, None)
+    }
+}
+
+/// Parses a body into a message or a batch.
+pub fn parse(body: &[u8]) -> Result<Body, FramingError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| FramingError {
+        code: code::PARSE_ERROR,
+        message: format!("parse error: {e}"),
+    })?;
+    match value {
+        Value::Array(items) => {
+            if items.is_empty() {
+                return Err(FramingError {
+                    code: code::INVALID_REQUEST,
+                    message: "invalid request: empty batch".into(),
+                });
+            }
+            if items.len() > MAX_BATCH {
+                return Err(FramingError {
+                    code: code::INVALID_REQUEST,
+                    message: format!(
+                        "invalid request: a batch holds at most {MAX_BATCH} messages, got {}",
+                        items.len()
+                    ),
+                });
+            }
+            Ok(Body::Batch(items.iter().map(message).collect()))
+        }
+        other => Ok(Body::Single(message(&other))),
+    }
+}
+
+fn message(v: &Value) -> Message {
+    let Some(obj) = v.as_object() else {
+        return Message::Invalid {
+            id: None,
+            reason: "a message is a JSON object".into(),
+        };
+    };
+    let raw_id = obj.get("id");
+    let id = raw_id.and_then(Id::from_value);
+    if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+        return Message::Invalid {
+            id,
+            reason: "jsonrpc must be \"2.0\"".into(),
+        };
+    }
+    let Some(method) = obj.get("method") else {
+        if obj.contains_key("result") || obj.contains_key("error") {
+            return Message::Response;
+        }
+        return Message::Invalid {
+            id,
+            reason: "a request names its method".into(),
+        };
+    };
+    let Some(method) = method.as_str() else {
+        return Message::Invalid {
+            id,
+            reason: "method must be a string".into(),
+        };
+    };
+    let params = match obj.get("params") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(p @ Value::Object(_)) => p.clone(),
+        Some(_) => {
+            return Message::Invalid {
+                id,
+                reason: "params must be an object".into(),
+            };
+        }
+    };
+    match (raw_id, id) {
+        (None, _) => Message::Notification {
+            method: method.to_owned(),
+            params,
+        },
+        (Some(_), Some(id)) => Message::Request {
+            id,
+            method: method.to_owned(),
+            params,
+        },
+        (Some(_), None) => Message::Invalid {
+            id: None,
+            reason: "id must be a string or an integer".into(),
+        },
+    }
+}
+
+/// A successful response.
+pub fn result_response(id: &Id, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+}
+
+/// An error response; `id` omitted when unknown.
+pub fn error_response(id: Option<&Id>, code: i64, message: &str, data: Option<Value>) -> Value {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    let mut out = json!({"jsonrpc": "2.0", "error": error});
+    if let Some(id) = id {
+        out["id"] = id.to_value();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_requests_and_notifications() {
+        let Body::Single(Message::Request { id, method, params }) =
+            parse(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (id, method.as_str(), params),
+            (Id::Num(7.into()), "ping", json!({}))
+        );
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap(),
+            Body::Single(Message::Notification { .. })
+        ));
+    }
+
+    #[test]
+    fn framing_errors() {
+        assert_eq!(parse(b"{").unwrap_err().code, code::PARSE_ERROR);
+        assert_eq!(parse(b"[]").unwrap_err().code, code::INVALID_REQUEST);
+        let big = format!(
+            "[{}]",
+            vec![r#"{"jsonrpc":"2.0","method":"ping","id":1}"#; 65].join(",")
+        );
+        assert_eq!(
+            parse(big.as_bytes()).unwrap_err().code,
+            code::INVALID_REQUEST
+        );
+        let ok = format!(
+            "[{}]",
+            vec![r#"{"jsonrpc":"2.0","method":"ping","id":1}"#; 64].join(",")
+        );
+        assert!(matches!(parse(ok.as_bytes()).unwrap(), Body::Batch(v) if v.len() == 64));
+    }
+
+    #[test]
+    fn invalid_messages_keep_a_readable_id() {
+        for (body, id) in [
+            (
+                r#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#,
+                Some(Id::Str("a".into())),
+            ),
+            (r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, None),
+            (r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, None),
+            (r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#, None),
+            (
+                r#"{"jsonrpc":"2.0","id":2,"method":5}"#,
+                Some(Id::Num(2.into())),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":[1]}"#,
+                Some(Id::Num(3.into())),
+            ),
+            (r#"7"#, None),
+        ] {
+            match parse(body.as_bytes()).unwrap() {
+                Body::Single(Message::Invalid { id: got, .. }) => assert_eq!(got, id, "{body}"),
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn responses_from_the_client_are_recognised() {
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).unwrap(),
+            Body::Single(Message::Response)
+        ));
+    }
+
+    #[test]
+    fn error_responses_omit_unknown_ids() {
+        let e = error_response(None, code::PARSE_ERROR, "parse error", None);
+        assert!(e.get("id").is_none());
+        let e = error_response(
+            Some(&Id::Str("x".into())),
+            code::METHOD_NOT_FOUND,
+            "nope",
+            Some(json!({"a": 1})),
+        );
+        assert_eq!(e["id"], "x");
+        assert_eq!(e["error"]["data"]["a"], 1);
+    }
+}

@@ -1,0 +1,262 @@
+//! `tools/list`: every op the connection's roster lists, shaped by its
+//! profile and revision, plus the three synthetic tools (none on assistant).
+//! Built once per (listing, profile, revision) and cached: the listing is
+//! read on every session and never changes while the process runs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use loom_core::render::{loom_op_routes, render_op_names};
+use loom_core::{Listing, Op, Profile, Registry};
+use serde_json::{Map, Value, json};
+
+use super::protocol::Revision;
+
+/// The registry op behind the synthetic `loom_search` tool.
+pub const SEARCH_OP: &str = "search.query";
+/// The synthetic tools.
+pub const LOOM_SEARCH: &str = "loom_search";
+/// The session primer as a tool.
+pub const LOOM_ACTIVATE: &str = "loom_activate";
+/// Runs any op the roster does not list.
+pub const LOOM_OP: &str = "loom_op";
+/// How long a client may cache a list result.
+pub const LIST_TTL_MS: u64 = 600_000;
+
+type Key = (Listing, Profile, Revision);
+
+/// The cached listings of one registry.
+pub struct Listings {
+    registry: &'static Registry,
+    cache: RwLock<HashMap<Key, Arc<Value>>>,
+}
+
+impl Listings {
+    /// An empty cache over `registry`.
+    pub fn new(registry: &'static Registry) -> Self {
+        Listings {
+            registry,
+            cache: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &'static Registry {
+        self.registry
+    }
+
+    /// The `tools/list` result for a connection.
+    pub fn tools_list(
+        &self,
+        listing: &Listing,
+        profile: Profile,
+        revision: Revision,
+    ) -> Arc<Value> {
+        let key = (listing.clone(), profile, revision);
+        if let Some(hit) = self
+            .cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return hit.clone();
+        }
+        let built = Arc::new(json!({
+            "tools": build(self.registry, listing, profile, revision),
+            "ttlMs": LIST_TTL_MS,
+            "cacheScope": "public",
+        }));
+        self.cache
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, built.clone());
+        built
+    }
+}
+
+/// Whether the connection's listing carries this op as its own tool.
+pub fn lists(op: &Op, listing: &Listing) -> bool {
+    op.name != SEARCH_OP && op.listed_on(listing)
+}
+
+fn build(
+    registry: &Registry,
+    listing: &Listing,
+    profile: Profile,
+    revision: Revision,
+) -> Vec<Value> {
+    let mut tools: Vec<Value> = registry
+        .ops()
+        .iter()
+        .filter(|op| lists(op, listing))
+        .map(|op| op_tool(registry, op, listing, profile, revision))
+        .collect();
+    if *listing != Listing::Assistant {
+        tools.extend(synthetic_tools(registry, listing, profile, revision));
+    }
+    tools
+}
+
+/// Renders op names inside every `description` of a schema.
+fn render_descriptions(schema: &mut Value, registry: &Registry, listing: &Listing) {
+    match schema {
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                match v {
+                    Value::String(s) if k == "description" => {
+                        *s = render_op_names(s, registry, listing)
+                    }
+                    other => render_descriptions(other, registry, listing),
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| render_descriptions(v, registry, listing)),
+        _ => {}
+    }
+}
+
+fn op_tool(
+    registry: &Registry,
+    op: &Op,
+    listing: &Listing,
+    profile: Profile,
+    revision: Revision,
+) -> Value {
+    let mut input = op.input_schema_for(profile).clone();
+    render_descriptions(&mut input, registry, listing);
+    let mut tool = Map::new();
+    tool.insert("name".into(), op.tool_name.clone().into());
+    if revision.has_structured_output() {
+        tool.insert("title".into(), op.name.clone().into());
+    }
+    tool.insert(
+        "description".into(),
+        render_op_names(&op.description_for(profile), registry, listing).into(),
+    );
+    tool.insert("inputSchema".into(), input);
+    if profile == Profile::Full && revision.has_structured_output() {
+        let mut output = op.output_schema.clone();
+        render_descriptions(&mut output, registry, listing);
+        tool.insert("outputSchema".into(), output);
+    }
+    if revision.has_annotations() {
+        tool.insert(
+            "annotations".into(),
+            serde_json::to_value(op.annotations).unwrap_or_default(),
+        );
+    }
+    Value::Object(tool)
+}
+
+fn synthetic(
+    name: &str,
+    title: &str,
+    description: String,
+    input: Value,
+    read_only: bool,
+    profile: Profile,
+    revision: Revision,
+) -> Value {
+    let description = match profile {
+        Profile::Compact => loom_core::schema::first_paragraph(&description),
+        _ => description,
+    };
+    let input = match profile {
+        Profile::Compact => loom_core::schema::compact_tree(&input),
+        _ => input,
+    };
+    let mut tool = json!({"name": name, "description": description, "inputSchema": input});
+    if revision.has_structured_output() {
+        tool["title"] = title.into();
+    }
+    if revision.has_annotations() {
+        tool["annotations"] = json!({
+            "readOnlyHint": read_only,
+            "destructiveHint": false,
+            "idempotentHint": read_only,
+            "openWorldHint": false,
+        });
+    }
+    tool
+}
+
+/// The input schema of `loom_search`: its own, lenient (an out-of-range
+/// `top_k` is clamped, not refused), with no namespace.
+pub fn search_input_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for, in plain words."},
+            "top_k": {"type": "integer", "description": "Hits per section (1-50, default 8)."},
+            "explain": {"type": "boolean", "description": "Add why each memory hit ranked."}
+        },
+        "required": ["query"]
+    })
+}
+
+fn synthetic_tools(
+    registry: &Registry,
+    listing: &Listing,
+    profile: Profile,
+    revision: Revision,
+) -> Vec<Value> {
+    let search = synthetic(
+        LOOM_SEARCH,
+        "Search Loom",
+        "Searches memory, profile, knowledge and conversations in one call and returns all four sections. \
+         Use it before answering from what Loom may already know; explain: true adds why each memory hit ranked."
+            .into(),
+        search_input_schema(),
+        true,
+        profile,
+        revision,
+    );
+    let activate = synthetic(
+        LOOM_ACTIVATE,
+        "Start a Loom session",
+        "Returns the session primer: your profile, preferences and default workspace, and how to use \
+         Loom's tools. Call it once at the start of a session."
+            .into(),
+        json!({"type": "object", "additionalProperties": false}),
+        true,
+        profile,
+        revision,
+    );
+    let readonly = *listing == Listing::Readonly;
+    let mut about = String::from(
+        "Runs a Loom op this listing does not show, through the same checks as a listed tool: \
+         {\"op\": \"<op name>\", \"arguments\": {...}}. {\"op\": \"help\", \"query\": \"<words>\"} lists up to 15 \
+         matching ops with their required and optional arguments.",
+    );
+    if readonly {
+        about.push_str(" On this connection it runs read ops only.");
+    }
+    let routed = registry
+        .ops()
+        .iter()
+        .filter(|op| op.name != SEARCH_OP && !lists(op, listing) && loom_op_routes(op, listing))
+        .count();
+    about.push_str(&format!(
+        " {routed} ops are reachable this way; ops.capabilities lists them all."
+    ));
+    let op = synthetic(
+        LOOM_OP,
+        "Run a Loom op",
+        render_op_names(&about, registry, listing),
+        json!({
+            "type": "object",
+            "properties": {
+                "op": {"type": "string", "description": "The op name, such as memory.unpin, or \"help\"."},
+                "arguments": {"type": "object", "description": "The op's arguments."},
+                "query": {"type": "string", "description": "With op \"help\": what to look for."}
+            },
+            "required": ["op"]
+        }),
+        readonly,
+        profile,
+        revision,
+    );
+    vec![search, activate, op]
+}

@@ -1,0 +1,158 @@
+//! How a call's answer becomes MCP: a tool result (the op's output, or a
+//! refusal the model can act on, `isError: true`), or a JSON-RPC error for
+//! faults. Many clients drop state on a JSON-RPC error frame, so refusals are
+//! results and only faults are errors.
+
+use loom_core::{ErrorCode, LoomError};
+use serde_json::{Map, Value, json};
+
+use super::jsonrpc::code;
+use super::protocol::Revision;
+
+/// Faults Loom names: their code and message are stated in the JSON-RPC error.
+const NAMED_FAULTS: &[&str] = &[
+    "OVERLOADED",
+    "BACKEND_TIMEOUT",
+    "SCHEMA_PENDING",
+    "EMBED_TIMEOUT",
+    "NOT_READY",
+];
+
+/// A successful tool result. `structured` is what `structuredContent` and
+/// `content[0].text` carry; `summary` adds a second text block.
+pub fn tool_result(structured: Value, summary: Option<String>, revision: Revision) -> Value {
+    let text = serde_json::to_string(&structured).unwrap_or_default();
+    let mut content = vec![json!({"type": "text", "text": text})];
+    if let Some(summary) = summary {
+        content.push(json!({"type": "text", "text": summary}));
+    }
+    let mut result = json!({"content": content, "isError": false});
+    if revision.has_structured_output() {
+        result["structuredContent"] = structured;
+    }
+    result
+}
+
+/// Whether an error is a refusal (a tool result) rather than a fault (a JSON-RPC error).
+pub fn is_refusal(err: &LoomError) -> bool {
+    (400..500).contains(&err.status())
+}
+
+/// A refusal as a tool result: the text the model reads ends with the class
+/// in words; `structuredContent` is the HTTP detail plus status,
+/// `retry_after_s`, category and retryable.
+pub fn refusal_result(err: &LoomError, revision: Revision) -> Value {
+    let body = err.body();
+    let text = format!("{}\n({})", err.message(), err.code().category().advice());
+    let mut result = json!({"content": [{"type": "text", "text": text}], "isError": true});
+    if revision.has_structured_output() {
+        result["structuredContent"] = Value::Object(body);
+    }
+    result
+}
+
+/// A fault as a JSON-RPC error: -32000 "tool execution failed". A named
+/// fault states its code and message, and `data` is the HTTP detail plus
+/// status, tool and request id; any other fault says only "internal error"
+/// and the request id.
+pub fn fault_error(err: &LoomError, tool: &str, request_id: &str) -> (i64, String, Value) {
+    let named = NAMED_FAULTS.contains(&err.code().as_str());
+    let mut data: Map<String, Value> = if named {
+        err.body()
+    } else {
+        let mut m = Map::new();
+        m.insert("code".into(), ErrorCode::Internal.as_str().into());
+        m.insert("status".into(), err.status().into());
+        m.insert("category".into(), err.code().category().as_str().into());
+        m.insert("retryable".into(), err.code().retryable().into());
+        m
+    };
+    data.insert("tool".into(), tool.into());
+    data.insert("request_id".into(), request_id.into());
+    let message = if named {
+        format!("tool execution failed: {}: {}", err.code(), err.message())
+    } else {
+        format!("tool execution failed: internal error (request id {request_id})")
+    };
+    (code::SERVER_ERROR, message, Value::Object(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn refusals_end_with_their_class_and_carry_the_detail() {
+        let err = LoomError::new(ErrorCode::RateLimited, "too many write calls")
+            .with_retry_after(Duration::from_secs(3))
+            .with_detail("rate_class", "write");
+        let r = refusal_result(&err, Revision::V2025_11_25);
+        assert_eq!(r["isError"], true);
+        assert!(
+            r["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .ends_with("(rate limit: retry after the wait)")
+        );
+        let s = &r["structuredContent"];
+        assert_eq!(
+            (
+                s["code"].as_str(),
+                s["status"].as_u64(),
+                s["retry_after_s"].as_u64()
+            ),
+            (Some("RATE_LIMITED"), Some(429), Some(3))
+        );
+        assert_eq!(
+            (s["category"].as_str(), s["retryable"].as_bool()),
+            (Some("rate_limit"), Some(true))
+        );
+        assert!(
+            refusal_result(&err, Revision::V2025_03_26)
+                .get("structuredContent")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn named_faults_say_what_happened_others_only_the_request_id() {
+        let (c, msg, data) = fault_error(
+            &LoomError::new(
+                ErrorCode::BackendTimeout,
+                "the store could not finish in time",
+            ),
+            "loom_memory_get",
+            "req-1",
+        );
+        assert_eq!(c, -32000);
+        assert!(msg.contains("BACKEND_TIMEOUT"));
+        assert_eq!(
+            (data["status"].as_u64(), data["tool"].as_str()),
+            (Some(504), Some("loom_memory_get"))
+        );
+        let (_, msg, data) = fault_error(
+            &LoomError::internal("disk on fire at /x"),
+            "loom_memory_get",
+            "req-2",
+        );
+        assert_eq!(
+            msg,
+            "tool execution failed: internal error (request id req-2)"
+        );
+        assert!(!data.to_string().contains("fire"));
+        assert_eq!(data["request_id"], "req-2");
+    }
+
+    #[test]
+    fn results_carry_text_and_structured_content() {
+        let r = tool_result(
+            json!({"a": 1}),
+            Some("one hit".into()),
+            Revision::V2025_06_18,
+        );
+        assert_eq!(r["content"][0]["text"], "{\"a\":1}");
+        assert_eq!(r["content"][1]["text"], "one hit");
+        assert_eq!(r["structuredContent"]["a"], 1);
+    }
+}

@@ -1,0 +1,161 @@
+//! MCP sessions: `initialize` assigns an id; the client's name becomes the
+//! agent of later calls. The cache is in-process and bounded: losing an
+//! entry (a restart, another replica, eviction) only costs the client's
+//! agent name, which falls back to the default, and the session itself,
+//! which the client re-initializes on a 404 — sessions never authenticate;
+//! every request carries its token.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use super::protocol::Revision;
+
+/// The agent of a client that sends no name.
+pub const DEFAULT_AGENT: &str = "claude-desktop";
+
+/// What Loom remembers of a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    /// The agent slug from `clientInfo.name`.
+    pub agent: String,
+    /// The negotiated revision.
+    pub revision: Revision,
+    /// The token subject that opened it (a session is bound to its principal).
+    pub subject: Option<String>,
+}
+
+/// A bounded map of live sessions; the oldest is forgotten first.
+pub struct Sessions {
+    capacity: usize,
+    inner: Mutex<(HashMap<String, Session>, VecDeque<String>)>,
+}
+
+impl Sessions {
+    /// A cache holding at most `capacity` sessions.
+    pub fn new(capacity: usize) -> Self {
+        Sessions {
+            capacity: capacity.max(1),
+            inner: Mutex::new((HashMap::new(), VecDeque::new())),
+        }
+    }
+
+    /// Opens a session and returns its id: 32 random hex characters (visible ASCII).
+    pub fn open(&self, session: Session) -> String {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, order) = &mut *guard;
+        while map.len() >= self.capacity {
+            match order.pop_front() {
+                Some(old) => {
+                    map.remove(&old);
+                }
+                None => break,
+            }
+        }
+        map.insert(id.clone(), session);
+        order.push_back(id.clone());
+        id
+    }
+
+    /// The session of that id.
+    pub fn get(&self, id: &str) -> Option<Session> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .get(id)
+            .cloned()
+    }
+
+    /// Ends a session; `false` when it was not known.
+    pub fn close(&self, id: &str) -> bool {
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, order) = &mut *guard;
+        let known = map.remove(id).is_some();
+        if known {
+            order.retain(|x| x != id);
+        }
+        known
+    }
+
+    /// How many sessions are live.
+    pub fn len(&self) -> usize {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).0.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `clientInfo.name` as an agent slug: lowercase ASCII letters and digits,
+/// runs of anything else as one `-` (`Cursor` → `cursor`,
+/// `Claude Code` → `claude-code`); absent or empty → `claude-desktop`.
+pub fn agent_slug(client_name: Option<&str>) -> String {
+    let mut slug = String::new();
+    for c in client_name.unwrap_or("").chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+        if slug.len() >= 64 {
+            break;
+        }
+    }
+    let slug = slug.trim_end_matches('-').to_owned();
+    if slug.is_empty() {
+        DEFAULT_AGENT.to_owned()
+    } else {
+        slug
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(agent: &str) -> Session {
+        Session {
+            agent: agent.into(),
+            revision: Revision::V2025_11_25,
+            subject: None,
+        }
+    }
+
+    #[test]
+    fn slugs() {
+        assert_eq!(agent_slug(Some("Cursor")), "cursor");
+        assert_eq!(agent_slug(Some("Claude Code")), "claude-code");
+        assert_eq!(
+            agent_slug(Some("  VS Code (insiders) ")),
+            "vs-code-insiders"
+        );
+        assert_eq!(agent_slug(Some("日本")), "claude-desktop");
+        assert_eq!(agent_slug(None), "claude-desktop");
+        assert!(agent_slug(Some(&"x".repeat(500))).len() <= 64);
+    }
+
+    #[test]
+    fn ids_are_visible_ascii_and_sessions_close() {
+        let s = Sessions::new(4);
+        let id = s.open(session("cursor"));
+        assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+        assert_eq!(s.get(&id).unwrap().agent, "cursor");
+        assert!(s.close(&id));
+        assert!(s.get(&id).is_none());
+        assert!(!s.close(&id));
+    }
+
+    #[test]
+    fn the_cache_is_bounded_oldest_first() {
+        let s = Sessions::new(2);
+        let a = s.open(session("a"));
+        let b = s.open(session("b"));
+        let c = s.open(session("c"));
+        assert_eq!(s.len(), 2);
+        assert!(s.get(&a).is_none());
+        assert!(s.get(&b).is_some() && s.get(&c).is_some());
+    }
+}

@@ -1,0 +1,3 @@
+//! The transports: HTTP (`/v1`) and MCP (`/mcp`).
+
+pub mod mcp;
