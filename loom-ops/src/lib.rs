@@ -11,7 +11,9 @@ pub mod blacklist;
 pub mod memory;
 pub mod ops;
 mod outcome;
+pub mod profile;
 pub mod scope;
+pub mod search;
 pub mod store;
 
 /// Forces the linker to keep this crate, so `inventory` sees its ops.

@@ -3,7 +3,8 @@
 
 mod apply;
 pub mod model;
-mod read;
+pub mod rank;
+pub mod read;
 pub mod store;
 pub mod validate;
 mod write;
@@ -12,7 +13,8 @@ use loom_core::{OpCx, OpResult, loom_op};
 
 use self::model::{
     Applied, MemoryApply, MemoryGet, MemoryGot, MemoryHistory, MemoryHistoryPage, MemoryKey,
-    MemoryList, MemoryPage, MemorySet, MemoryUpdate, MemoryWritten,
+    MemoryList, MemoryPage, MemorySearch, MemorySearchResult, MemorySet, MemoryUpdate,
+    MemoryWritten,
 };
 use self::write::Change;
 use crate::outcome::audited;
@@ -125,4 +127,18 @@ async fn list(cx: &OpCx, input: MemoryList) -> OpResult<MemoryPage> {
 async fn apply(cx: &OpCx, input: MemoryApply) -> OpResult<Applied> {
     let store = cx.service::<Store>()?;
     audited(store, cx, apply::apply(store, cx, input).await).await
+}
+
+/// Searches this namespace's memories by words, ranked by text match,
+/// recency, pins and recall counts (explain shows the parts). Across every
+/// agent unless agent is named. On MCP, loom_search covers memory, profile,
+/// knowledge and conversations at once.
+#[loom_op(
+    role = "viewer",
+    idempotent,
+    toolsets(assistant),
+    mcp_hidden = "use loom_search, which searches memory, profile, knowledge and conversations at once"
+)]
+async fn search(cx: &OpCx, input: MemorySearch) -> OpResult<MemorySearchResult> {
+    read::search(cx.service::<Store>()?, cx, input).await
 }

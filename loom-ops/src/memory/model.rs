@@ -436,3 +436,33 @@ pub struct Applied {
     /// Matching rows left alone, with why.
     pub skipped: Vec<AppliedMemory>,
 }
+
+/// Arguments of `memory.search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySearch {
+    /// What to look for, in words.
+    pub query: String,
+    /// Hits to return (default 10, at most 50).
+    #[serde(default)]
+    pub limit: Option<i64>,
+    /// Only this kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Add each hit's score parts.
+    #[serde(default)]
+    pub explain: bool,
+    /// The namespace (default: the caller's).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Only this agent's rows (default: every agent's).
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// The answer of `memory.search`, best first.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct MemorySearchResult {
+    /// The hits.
+    pub hits: Vec<super::rank::MemoryHit>,
+}

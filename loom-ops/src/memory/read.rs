@@ -4,8 +4,9 @@ use loom_core::{OpCx, OpResult};
 
 use super::model::{
     AgentCount, MemoryGet, MemoryGot, MemoryHistory, MemoryHistoryPage, MemoryList, MemoryPage,
-    RecallBreakdown,
+    MemorySearch, MemorySearchResult, RecallBreakdown,
 };
+use super::rank::{self, SearchFilter};
 use super::store::{self as sql, ListFilter, Row, VersionRow};
 use super::validate::{self, invalid, labels_from_json};
 use super::write::not_found;
@@ -323,4 +324,61 @@ pub async fn list(store: &Store, cx: &OpCx, input: MemoryList) -> OpResult<Memor
         memories,
         next_cursor,
     })
+}
+
+/// `memory.search`: ranked hits; each served hit leaves an exposure row
+/// (recall counts are raised by memory.get only).
+pub async fn search(store: &Store, cx: &OpCx, input: MemorySearch) -> OpResult<MemorySearchResult> {
+    let limit = validate::limit(input.limit, 10, 50)?;
+    let kind = input.kind.as_deref().map(validate::kind).transpose()?;
+    let terms = rank::terms(&input.query);
+    let now = now_ms();
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    require_namespace(&mut conn, cx).await?;
+    let filter = SearchFilter {
+        agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
+        kind: kind.as_deref(),
+    };
+    let found = rank::search(
+        &mut conn,
+        store.backend(),
+        cx,
+        &terms,
+        &filter,
+        limit as usize,
+        now,
+    )
+    .await?;
+    drop(conn);
+    record_exposures(store, cx, found.iter().map(|(row, _)| row), now).await?;
+    Ok(MemorySearchResult {
+        hits: found
+            .into_iter()
+            .map(|(row, parts)| rank::hit(&row, parts, input.explain))
+            .collect(),
+    })
+}
+
+/// Records one exposure per served row, in one transaction.
+pub async fn record_exposures<'a>(
+    store: &Store,
+    cx: &OpCx,
+    rows: impl Iterator<Item = &'a Row>,
+    now: i64,
+) -> OpResult<()> {
+    let rows: Vec<&Row> = rows.collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut tx = store.begin_write().await?;
+    for row in rows {
+        sql::record_exposure(
+            tx.conn(),
+            cx,
+            (&row.agent, &row.memory_key, row.version),
+            now,
+        )
+        .await?;
+    }
+    tx.commit(cx).await
 }
