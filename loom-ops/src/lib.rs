@@ -9,12 +9,15 @@
 
 pub mod blacklist;
 pub mod memory;
+pub mod namespace;
 pub mod ops;
 mod outcome;
 pub mod profile;
+pub mod run;
 pub mod scope;
 pub mod search;
 pub mod store;
+pub mod working_memory;
 
 /// Forces the linker to keep this crate, so `inventory` sees its ops.
 /// Call it from every binary and test that builds a registry: a crate that

@@ -93,6 +93,17 @@ impl Harness {
     /// Calls `op` as `agent`: validation against the op's schema, scope
     /// from the arguments (explicit namespace and agent win), then the handler.
     pub async fn call_as(&self, agent: &str, op: &str, args: Value) -> Result<Value, LoomError> {
+        self.call_in(agent, Some("run-1"), op, args).await
+    }
+
+    /// Calls `op` as `agent` in run `run_id` (`None`: outside any run).
+    pub async fn call_in(
+        &self,
+        agent: &str,
+        run_id: Option<&str>,
+        op: &str,
+        args: Value,
+    ) -> Result<Value, LoomError> {
         loom_ops::link();
         let registry = Registry::global().expect("valid registry");
         let entry = registry.get(op).unwrap_or_else(|| panic!("no op {op}"));
@@ -121,7 +132,7 @@ impl Harness {
                 .into(),
             role: None,
         };
-        cx.run_id = Some("run-1".into());
+        cx.run_id = run_id.map(str::to_owned);
         (entry.meta.call)(&cx, args).await
     }
 
