@@ -8,6 +8,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod blacklist;
+pub mod context;
 pub mod memory;
 pub mod namespace;
 pub mod ops;

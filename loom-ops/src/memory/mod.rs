@@ -2,6 +2,8 @@
 //! delete and bulk changes. Handlers only; the logic is in the submodules.
 
 mod apply;
+pub mod ask;
+mod insight;
 pub mod model;
 pub mod rank;
 pub mod read;
@@ -12,9 +14,10 @@ mod write;
 use loom_core::{OpCx, OpResult, loom_op};
 
 use self::model::{
-    Applied, MemoryApply, MemoryGet, MemoryGot, MemoryHistory, MemoryHistoryPage, MemoryKey,
-    MemoryList, MemoryPage, MemorySearch, MemorySearchResult, MemorySet, MemoryUpdate,
-    MemoryWritten,
+    Aggregates, Applied, MemoryAggregate, MemoryAnswer, MemoryApply, MemoryAsk, MemoryGet,
+    MemoryGot, MemoryHistory, MemoryHistoryPage, MemoryInspection, MemoryKey, MemoryList,
+    MemoryLookup, MemoryPage, MemoryProvenance, MemorySearch, MemorySearchResult, MemorySet,
+    MemoryUpdate, MemoryWritten,
 };
 use self::write::Change;
 use crate::outcome::audited;
@@ -141,4 +144,37 @@ async fn apply(cx: &OpCx, input: MemoryApply) -> OpResult<Applied> {
 )]
 async fn search(cx: &OpCx, input: MemorySearch) -> OpResult<MemorySearchResult> {
     read::search(cx.service::<Store>()?, cx, input).await
+}
+
+/// Answers a question from memory, extractively: the evidence rows (key,
+/// version, content hash) and a sentence quoted from the best one, or
+/// abstain: true when no memory supports an answer. For ranked hits
+/// without an answer use loom_search.
+#[loom_op(role = "viewer", idempotent, toolsets(atomic, assistant))]
+async fn ask(cx: &OpCx, input: MemoryAsk) -> OpResult<MemoryAnswer> {
+    ask::ask(cx.service::<Store>()?, cx, input).await
+}
+
+/// Reports on one memory, deleted or not: its current row, how many
+/// versions and exposures it has, how many agents it was served to and
+/// which other agents hold the same key. To read its content use memory.get.
+#[loom_op(role = "viewer", idempotent, toolsets(assistant))]
+async fn inspect(cx: &OpCx, input: MemoryLookup) -> OpResult<MemoryInspection> {
+    insight::inspect(cx.service::<Store>()?, cx, input).await
+}
+
+/// Shows where a memory came from: its source, the runs that changed it and
+/// every change with its agent, subject and request, oldest first. For the
+/// content of each version use memory.history.
+#[loom_op(role = "viewer", idempotent, toolsets(assistant))]
+async fn provenance(cx: &OpCx, input: MemoryLookup) -> OpResult<MemoryProvenance> {
+    insight::provenance(cx.service::<Store>()?, cx, input).await
+}
+
+/// Counts the namespace's live memories by kind, agent or label, with pins,
+/// locks and recalls per group. To list the memories themselves use
+/// memory.list.
+#[loom_op(role = "viewer", idempotent, toolsets(assistant))]
+async fn aggregate(cx: &OpCx, input: MemoryAggregate) -> OpResult<Aggregates> {
+    insight::aggregate(cx.service::<Store>()?, cx, input).await
 }

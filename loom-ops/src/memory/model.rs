@@ -466,3 +466,172 @@ pub struct MemorySearchResult {
     /// The hits.
     pub hits: Vec<super::rank::MemoryHit>,
 }
+
+/// Arguments of `memory.ask`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryAsk {
+    /// The question, in words.
+    pub question: String,
+    /// Evidence rows to return (default 5, at most 20).
+    #[serde(default)]
+    pub limit: Option<i64>,
+    /// The namespace (default: the caller's).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Only this agent's rows (default: every agent's).
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// A memory offered as evidence.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct Evidence {
+    /// The key.
+    pub memory_key: String,
+    /// The agent holding the row.
+    pub agent: String,
+    /// The version read.
+    pub version: i64,
+    /// SHA-256 of the content, to cite.
+    pub content_hash: String,
+    /// The content.
+    pub content: String,
+    /// Question terms it contains.
+    pub matched: Vec<String>,
+    /// The search score.
+    pub score: f64,
+}
+
+/// The answer of `memory.ask`.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct MemoryAnswer {
+    /// A sentence taken verbatim from the best evidence; absent when abstaining.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// True when no memory supports an answer.
+    pub abstain: bool,
+    /// The memory the answer is drawn from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cited: Option<String>,
+    /// The evidence rows, best first.
+    pub evidence: Vec<Evidence>,
+}
+
+/// Arguments of `memory.inspect` and `memory.provenance`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryLookup {
+    /// The key.
+    pub memory_key: String,
+    /// The namespace (default: the caller's).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The agent holding the row (default: the caller, else any agent).
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// What `memory.inspect` reports about one memory.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct MemoryInspection {
+    /// The row now, deleted or not.
+    pub memory: Memory,
+    /// Versions written.
+    pub versions: i64,
+    /// Times it was served (exposure rows).
+    pub exposures: i64,
+    /// Distinct agents it was served to.
+    pub served_agents: i64,
+    /// Other agents holding a row under the same key.
+    pub other_agents: Vec<String>,
+    /// Whether it is served now (not deleted, not expired).
+    pub live: bool,
+}
+
+/// One change, with who made it and from where.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct ProvenanceStep {
+    /// The version it made.
+    pub version: i64,
+    /// What changed.
+    pub change: String,
+    /// The agent that made it.
+    pub changed_by: String,
+    /// The token subject behind it.
+    pub subject: String,
+    /// The run it belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The request that made it.
+    pub request_id: String,
+    /// SHA-256 of the content after it.
+    pub content_hash: String,
+    /// When.
+    pub at: String,
+}
+
+/// Where a memory came from.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct MemoryProvenance {
+    /// The key.
+    pub memory_key: String,
+    /// The agent holding the row.
+    pub agent: String,
+    /// The source recorded with it.
+    pub source: String,
+    /// The runs that changed it, in order of first change.
+    pub runs: Vec<String>,
+    /// Every change, oldest first.
+    pub changes: Vec<ProvenanceStep>,
+}
+
+/// What `memory.aggregate` groups by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// The kind.
+    Kind,
+    /// The agent holding the row.
+    Agent,
+    /// Each label (a memory counts once per label).
+    Label,
+}
+
+/// Arguments of `memory.aggregate`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryAggregate {
+    /// kind, agent or label.
+    pub group_by: GroupBy,
+    /// The namespace (default: the caller's).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Only this agent's rows (default: every agent's).
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// One group's counts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Group {
+    /// The kind, agent or label.
+    pub value: String,
+    /// Live memories.
+    pub memories: i64,
+    /// Of which pinned.
+    pub pinned: i64,
+    /// Of which locked.
+    pub locked: i64,
+    /// Their recalls in all.
+    pub recalls: i64,
+}
+
+/// The answer of `memory.aggregate`, largest group first.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct Aggregates {
+    /// The groups.
+    pub groups: Vec<Group>,
+    /// Live memories in all.
+    pub total: i64,
+}
