@@ -926,3 +926,28 @@ async fn namespaces_keep_memories_apart() {
         assert_eq!(NS, "main");
     }
 }
+
+#[tokio::test]
+async fn concurrent_sets_of_a_new_key_both_land_as_versions() {
+    for h in common::all().await {
+        let n = h.name();
+        let (a, b) = tokio::join!(
+            h.call(
+                "memory.set",
+                json!({"memory_key": "fresh", "content": "from a"})
+            ),
+            h.call(
+                "memory.set",
+                json!({"memory_key": "fresh", "content": "from b"})
+            ),
+        );
+        let mut got = [
+            a.unwrap()["version"].as_i64().unwrap(),
+            b.unwrap()["version"].as_i64().unwrap(),
+        ];
+        got.sort();
+        assert_eq!(got, [1, 2], "{n}");
+        assert_eq!(versions(&h, "fresh").await, 2, "{n}");
+        assert_eq!(content_of(&h, AGENT, "fresh").await.unwrap().1, 2, "{n}");
+    }
+}

@@ -3,7 +3,7 @@
 pub mod model;
 pub mod store;
 
-use loom_core::{OpCx, OpResult, loom_op};
+use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
 
 use self::model::{Profile, ProfileGet, ProfileSet};
 use crate::memory::validate;
@@ -48,29 +48,37 @@ async fn set(cx: &OpCx, input: ProfileSet) -> OpResult<Profile> {
     let store = cx.service::<Store>()?;
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
-    let cur = store::load(tx.conn(), cx).await?;
-    let mut new = cur.clone();
-    for (slot, value) in [
-        (&mut new.persona, input.persona),
-        (&mut new.preferences, input.preferences),
-        (&mut new.goals, input.goals),
-    ] {
-        if let Some(v) = value {
-            *slot = v;
+    // Re-read and retry when a concurrent write lands between read and write.
+    for _ in 0..8 {
+        let cur = store::load(tx.conn(), cx).await?;
+        let mut new = cur.clone();
+        for (slot, value) in [
+            (&mut new.persona, &input.persona),
+            (&mut new.preferences, &input.preferences),
+            (&mut new.goals, &input.goals),
+        ] {
+            if let Some(v) = value {
+                slot.clone_from(v);
+            }
+        }
+        if cur.version > 0
+            && new.persona == cur.persona
+            && new.preferences == cur.preferences
+            && new.goals == cur.goals
+        {
+            tx.rollback().await?;
+            return Ok(cur);
+        }
+        let now = now_ms();
+        new.version = cur.version + 1;
+        new.updated_at = Some(rfc3339(now));
+        if store::save(tx.conn(), cx, &new, now).await? {
+            tx.commit(cx).await?;
+            return Ok(new);
         }
     }
-    if cur.version > 0
-        && (new.persona == cur.persona
-            && new.preferences == cur.preferences
-            && new.goals == cur.goals)
-    {
-        tx.rollback().await?;
-        return Ok(cur);
-    }
-    let now = now_ms();
-    new.version = cur.version + 1;
-    new.updated_at = Some(rfc3339(now));
-    store::save(tx.conn(), cx, &new, now).await?;
-    tx.commit(cx).await?;
-    Ok(new)
+    Err(LoomError::new(
+        ErrorCode::BackendTimeout,
+        "the profile kept changing under concurrent writes; retry",
+    ))
 }

@@ -41,16 +41,17 @@ pub async fn load(conn: &mut AnyConnection, cx: &OpCx) -> OpResult<Profile> {
     })
 }
 
-/// Writes `p` as version `p.version`, over version `p.version - 1`.
-pub async fn save(conn: &mut AnyConnection, cx: &OpCx, p: &Profile, now: i64) -> OpResult<()> {
+/// Writes `p` as version `p.version` over version `p.version - 1`; false
+/// when another write got there first.
+pub async fn save(conn: &mut AnyConnection, cx: &OpCx, p: &Profile, now: i64) -> OpResult<bool> {
     let sql = if p.version == 1 {
         "INSERT INTO profile (org, namespace, persona, preferences, goals, version, updated_ms) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)"
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (org, namespace) DO NOTHING"
     } else {
         "UPDATE profile SET persona = $3, preferences = $4, goals = $5, version = $6, updated_ms = $7 \
-         WHERE org = $1 AND namespace = $2"
+         WHERE org = $1 AND namespace = $2 AND version = $6 - 1"
     };
-    sqlx::query(sql)
+    let done = sqlx::query(sql)
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
         .bind(&p.persona)
@@ -61,5 +62,5 @@ pub async fn save(conn: &mut AnyConnection, cx: &OpCx, p: &Profile, now: i64) ->
         .execute(conn)
         .await
         .map_err(db_error)?;
-    Ok(())
+    Ok(done.rows_affected() == 1)
 }
