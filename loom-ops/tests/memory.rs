@@ -951,3 +951,80 @@ async fn concurrent_sets_of_a_new_key_both_land_as_versions() {
         assert_eq!(content_of(&h, AGENT, "fresh").await.unwrap().1, 2, "{n}");
     }
 }
+
+#[tokio::test]
+async fn every_apply_action_changes_exactly_what_its_dry_run_reported() {
+    for h in common::all().await {
+        let n = h.name();
+        for action in ["delete", "expire", "lock", "label", "demote"] {
+            for (i, pin) in [(1, false), (2, true), (3, false)] {
+                let key = format!("{action}/{i}");
+                h.call(
+                    "memory.set",
+                    json!({"memory_key": key, "content": format!("c {key}")}),
+                )
+                .await
+                .unwrap();
+                if pin {
+                    h.call("memory.pin", json!({"memory_key": key}))
+                        .await
+                        .unwrap();
+                }
+            }
+            // only rows last changed before the cut-off match: 1 and 2
+            sqlx::query("UPDATE memories SET updated_ms = 1000 WHERE memory_key IN ($1, $2)")
+                .bind(format!("{action}/1"))
+                .bind(format!("{action}/2"))
+                .execute(h.store().writer())
+                .await
+                .unwrap();
+            let mut args = json!({"action": action, "filter": {"key_prefix": format!("{action}/"), "updated_before": rfc3339(2000)}, "dry_run": true});
+            if action == "label" {
+                args["labels"] = json!(["archived"]);
+            }
+            let dry = h.call("memory.apply", args.clone()).await.unwrap();
+            args["dry_run"] = json!(false);
+            let real = h.call("memory.apply", args).await.unwrap();
+            assert_eq!(real["changed"], dry["changed"], "{n} {action}");
+            assert_eq!(real["skipped"], dry["skipped"], "{n} {action}");
+            let expected: Vec<String> = match action {
+                // the pinned row is kept
+                "delete" | "expire" => vec![format!("{action}/1")],
+                // an unpinned, never-recalled row has nothing to demote
+                "demote" => vec![format!("{action}/2")],
+                _ => vec![format!("{action}/1"), format!("{action}/2")],
+            };
+            assert_eq!(real["memory_keys"], json!(expected), "{n} {action}");
+            // stored state: the changed rows carry a version named after the action
+            let (changed,): (i64,) = sqlx::query_as(
+                "SELECT COUNT(*) FROM memory_versions WHERE change = $1 AND memory_key LIKE $2",
+            )
+            .bind(action)
+            .bind(format!("{action}/%"))
+            .fetch_one(h.store().reader())
+            .await
+            .unwrap();
+            assert_eq!(changed, expected.len() as i64, "{n} {action}");
+            let untouched = content_of(&h, AGENT, &format!("{action}/3")).await.unwrap();
+            assert_eq!(untouched.1, 1, "{n} {action}: outside the filter");
+        }
+        // what each action left behind
+        assert_eq!(
+            code(
+                h.call("memory.get", json!({"memory_key": "expire/1"}))
+                    .await
+            ),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+        assert_eq!(content_of(&h, AGENT, "lock/2").await.unwrap().4, 1, "{n}");
+        let (labels,): (String,) =
+            sqlx::query_as("SELECT labels FROM memories WHERE memory_key = 'label/2'")
+                .fetch_one(h.store().reader())
+                .await
+                .unwrap();
+        assert_eq!(labels, r#"["archived"]"#, "{n}");
+        let demoted = content_of(&h, AGENT, "demote/2").await.unwrap();
+        assert_eq!(demoted.3, 0, "{n}: demote unpins");
+    }
+}
