@@ -214,3 +214,68 @@ async fn the_profile_is_kept_per_namespace_and_searched() {
         );
     }
 }
+
+#[tokio::test]
+async fn search_query_fans_out_to_the_callers_other_memory_namespaces() {
+    for h in common::all().await {
+        let n = h.name();
+        sqlx::query("INSERT INTO namespaces (org, namespace, kind, created_ms) VALUES ('acme', 'docs', 'collection', 1)")
+            .execute(h.store().writer())
+            .await
+            .unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "home", "content": "release train leaves monthly"}),
+        )
+        .await
+        .unwrap();
+        h.call("memory.set", json!({"memory_key": "team", "content": "release notes go to the wiki", "namespace": "team"})).await.unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "doc", "content": "release checklist", "namespace": "docs"}),
+        )
+        .await
+        .unwrap();
+        let plain = h
+            .call("search.query", json!({"query": "release"}))
+            .await
+            .unwrap();
+        assert_eq!(keys(&plain["memory"]), ["home"], "{n}");
+        let wide = h
+            .call_with_token(
+                common::AGENT,
+                None,
+                &["team", "docs"],
+                "search.query",
+                json!({"query": "release"}),
+            )
+            .await
+            .unwrap();
+        let mut found: Vec<(String, String)> = wide["memory"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["namespace"].as_str().unwrap().to_owned(),
+                    m["memory_key"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                ("main".to_owned(), "home".to_owned()),
+                ("team".to_owned(), "team".to_owned())
+            ],
+            "{n}"
+        );
+        let (exposed,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM memory_exposures WHERE namespace = 'team'")
+                .fetch_one(h.store().reader())
+                .await
+                .unwrap();
+        assert_eq!(exposed, 1, "{n}");
+    }
+}

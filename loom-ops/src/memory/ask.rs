@@ -62,6 +62,7 @@ pub async fn ask(store: &Store, cx: &OpCx, input: MemoryAsk) -> OpResult<MemoryA
     let mut conn = store.reader().acquire().await.map_err(db_error)?;
     require_namespace(&mut conn, cx).await?;
     let filter = SearchFilter {
+        namespace: None,
         agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
         kind: None,
     };

@@ -102,13 +102,15 @@ struct LexRow {
 /// Filters on the candidates.
 #[derive(Debug, Default)]
 pub struct SearchFilter<'a> {
+    /// Another namespace of the org than the call's (search.query's fan-out).
+    pub namespace: Option<&'a str>,
     /// Only this agent's rows.
     pub agent: Option<&'a str>,
     /// Only this kind.
     pub kind: Option<&'a str>,
 }
 
-/// The live memories of the namespace that match `terms`, best first, at most `limit`.
+/// The live memories of the namespace (the call's, or `filter.namespace`) that match `terms`, best first, at most `limit`.
 pub async fn search(
     conn: &mut AnyConnection,
     backend: Backend,
@@ -154,7 +156,7 @@ pub async fn search(
     let rows: Vec<LexRow> = sqlx::query_as(&sql)
         .bind(query)
         .bind(&cx.scope.org)
-        .bind(&cx.scope.namespace)
+        .bind(filter.namespace.unwrap_or(&cx.scope.namespace))
         .bind(now)
         .bind(filter.agent.unwrap_or(""))
         .bind(filter.kind.unwrap_or(""))

@@ -155,7 +155,13 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
                 not_found(cx, key).with_detail("as_of", input.as_of.clone().unwrap_or_default())
             );
         }
-        sql::record_exposure(tx.conn(), cx, (&agent, key, v.version), now).await?;
+        sql::record_exposure(
+            tx.conn(),
+            cx,
+            (&cx.scope.namespace, &agent, key, v.version),
+            now,
+        )
+        .await?;
         got_from_version(cx, key, &agent, &v)
     } else {
         let Some(mut row) = sql::resolve(tx.conn(), cx, explicit, key, now, false).await? else {
@@ -192,7 +198,12 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
                     sql::record_exposure(
                         tx.conn(),
                         cx,
-                        (&linked.agent, &linked.memory_key, linked.version),
+                        (
+                            &linked.namespace,
+                            &linked.agent,
+                            &linked.memory_key,
+                            linked.version,
+                        ),
                         now,
                     )
                     .await?;
@@ -336,6 +347,7 @@ pub async fn search(store: &Store, cx: &OpCx, input: MemorySearch) -> OpResult<M
     let mut conn = store.reader().acquire().await.map_err(db_error)?;
     require_namespace(&mut conn, cx).await?;
     let filter = SearchFilter {
+        namespace: None,
         agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
         kind: kind.as_deref(),
     };
@@ -375,7 +387,7 @@ pub async fn record_exposures<'a>(
         sql::record_exposure(
             tx.conn(),
             cx,
-            (&row.agent, &row.memory_key, row.version),
+            (&row.namespace, &row.agent, &row.memory_key, row.version),
             now,
         )
         .await?;

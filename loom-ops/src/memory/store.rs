@@ -395,14 +395,21 @@ pub async fn record_recall(
     .execute(&mut *conn)
     .await
     .map_err(db_error)?;
-    record_exposure(conn, cx, (&row.agent, &row.memory_key, row.version), now).await
+    record_exposure(
+        conn,
+        cx,
+        (&row.namespace, &row.agent, &row.memory_key, row.version),
+        now,
+    )
+    .await
 }
 
-/// Records that `row` was served to the caller (`memory_exposures`).
+/// Records that a row (namespace, agent, key, version) was served to the
+/// caller (`memory_exposures`).
 pub async fn record_exposure(
     conn: &mut AnyConnection,
     cx: &OpCx,
-    (agent, key, version): (&str, &str, i64),
+    (namespace, agent, key, version): (&str, &str, &str, i64),
     now: i64,
 ) -> OpResult<()> {
     sqlx::query(
@@ -410,7 +417,7 @@ pub async fn record_exposure(
          request_id, at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(&cx.scope.org)
-    .bind(&cx.scope.namespace)
+    .bind(namespace)
     .bind(agent)
     .bind(key)
     .bind(version)

@@ -13,11 +13,42 @@ use crate::store::{Store, db_error, now_ms};
 
 /// The hits per section when top_k is not given.
 const DEFAULT_TOP_K: i64 = 10;
+/// The most namespaces one search reads.
+pub const FAN_OUT: usize = 5;
+
+/// The namespaces a search reads: the call's, then the other memory-kind
+/// (memory, personal) namespaces the caller's token names, up to [`FAN_OUT`].
+async fn namespaces(conn: &mut sqlx::AnyConnection, cx: &OpCx) -> OpResult<Vec<String>> {
+    let mut out = vec![cx.scope.namespace.clone()];
+    let mut named = cx.caller.namespaces.clone();
+    named.sort();
+    named.dedup();
+    for ns in named {
+        if out.len() == FAN_OUT {
+            break;
+        }
+        if out.contains(&ns) {
+            continue;
+        }
+        let kind: Option<(String,)> =
+            sqlx::query_as("SELECT kind FROM namespaces WHERE org = $1 AND namespace = $2")
+                .bind(&cx.scope.org)
+                .bind(&ns)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db_error)?;
+        if matches!(kind, Some((k,)) if k == "memory" || k == "personal") {
+            out.push(ns);
+        }
+    }
+    Ok(out)
+}
 
 /// Searches memory, profile, knowledge and conversations at once and
 /// returns a section for each (empty when a plane has nothing). Memory hits
-/// are ranked by text match, recency, pins and recall counts; explain: true
-/// shows the parts. To read one memory by key use memory.get.
+/// come from your namespace and your other memory namespaces, ranked by
+/// text match, recency, pins and recall counts; explain: true shows the
+/// parts. To read one memory by key use memory.get.
 #[loom_op(role = "viewer", idempotent, rate = "heavy")]
 async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     let store = cx.service::<Store>()?;
@@ -26,19 +57,32 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     let now = now_ms();
     let mut conn = store.reader().acquire().await.map_err(db_error)?;
     require_namespace(&mut conn, cx).await?;
+    let namespaces = namespaces(&mut conn, cx).await?;
     drop(conn);
     let memory = async {
         let mut conn = store.reader().acquire().await.map_err(db_error)?;
-        rank::search(
-            &mut conn,
-            store.backend(),
-            cx,
-            &terms,
-            &SearchFilter::default(),
-            top_k as usize,
-            now,
-        )
-        .await
+        let mut hits = Vec::new();
+        for ns in &namespaces {
+            let filter = SearchFilter {
+                namespace: Some(ns),
+                ..SearchFilter::default()
+            };
+            hits.extend(
+                rank::search(
+                    &mut conn,
+                    store.backend(),
+                    cx,
+                    &terms,
+                    &filter,
+                    top_k as usize,
+                    now,
+                )
+                .await?,
+            );
+        }
+        hits.sort_by(|a, b| rank::score(&b.1).total_cmp(&rank::score(&a.1)));
+        hits.truncate(top_k as usize);
+        Ok::<_, loom_core::LoomError>(hits)
     };
     let profile = async {
         let mut conn = store.reader().acquire().await.map_err(db_error)?;

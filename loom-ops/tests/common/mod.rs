@@ -104,6 +104,18 @@ impl Harness {
         op: &str,
         args: Value,
     ) -> Result<Value, LoomError> {
+        self.call_with_token(agent, run_id, &[], op, args).await
+    }
+
+    /// Calls `op` with a token that names `token_namespaces`.
+    pub async fn call_with_token(
+        &self,
+        agent: &str,
+        run_id: Option<&str>,
+        token_namespaces: &[&str],
+        op: &str,
+        args: Value,
+    ) -> Result<Value, LoomError> {
         loom_ops::link();
         let registry = Registry::global().expect("valid registry");
         let entry = registry.get(op).unwrap_or_else(|| panic!("no op {op}"));
@@ -116,6 +128,7 @@ impl Harness {
         cx.caller = Caller {
             subject: "user:1".into(),
             org: ORG.into(),
+            namespaces: token_namespaces.iter().map(|n| (*n).to_owned()).collect(),
             ..Caller::default()
         };
         cx.scope = Scope {
