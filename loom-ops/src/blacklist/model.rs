@@ -13,7 +13,6 @@ pub struct BlacklistAdd {
     #[serde(default)]
     pub sweep: bool,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
 }
 

@@ -10,10 +10,8 @@ pub struct ContextPackInput {
     /// The task the context is for, in words.
     pub task: String,
     /// Token budget (default 2000; clamped to 100-32000).
-    #[serde(default)]
     pub budget_tokens: Option<i64>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
 }
 

@@ -67,22 +67,16 @@ pub struct MemorySet {
     /// The content (at most 64 KiB).
     pub content: String,
     /// fact (default), decision, procedure, preference, …
-    #[serde(default)]
     pub kind: Option<String>,
     /// Labels (replace the current ones).
-    #[serde(default)]
     pub labels: Option<Vec<String>>,
     /// Where the content came from.
-    #[serde(default)]
     pub source: Option<String>,
     /// RFC 3339 time after which it is no longer served.
-    #[serde(default)]
     pub expires_at: Option<String>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// The agent (default: the caller).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 
@@ -93,28 +87,20 @@ pub struct MemoryUpdate {
     /// The key.
     pub memory_key: String,
     /// Refuse with VERSION_CONFLICT unless this is the current version.
-    #[serde(default)]
     pub if_version: Option<i64>,
     /// New content.
-    #[serde(default)]
     pub content: Option<String>,
     /// New kind.
-    #[serde(default)]
     pub kind: Option<String>,
     /// New labels (replace the current ones).
-    #[serde(default)]
     pub labels: Option<Vec<String>>,
     /// New source.
-    #[serde(default)]
     pub source: Option<String>,
     /// New expiry (RFC 3339).
-    #[serde(default)]
     pub expires_at: Option<String>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// The agent (default: the caller).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 
@@ -125,13 +111,10 @@ pub struct MemoryKey {
     /// The key.
     pub memory_key: String,
     /// Refuse with VERSION_CONFLICT unless this is the current version.
-    #[serde(default)]
     pub if_version: Option<i64>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// The agent (default: the caller, else any agent holding the key).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 
@@ -142,25 +125,18 @@ pub struct MemoryGet {
     /// The key.
     pub memory_key: String,
     /// Refuse with VERSION_CONFLICT unless this is the current version.
-    #[serde(default)]
     pub if_version: Option<i64>,
     /// RFC 3339: return the version current at that time.
-    #[serde(default)]
     pub as_of: Option<String>,
     /// Only these output fields (memory_key is always returned).
-    #[serde(default)]
     pub fields: Option<Vec<String>>,
     /// Also return the memories its content links as `[[memory_key]]`.
-    #[serde(default)]
     pub follow: Option<bool>,
     /// Add who was served it and how often.
-    #[serde(default)]
     pub include_recall_breakdown: Option<bool>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// The agent (default: the caller, else any agent holding the key).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 
@@ -247,16 +223,12 @@ pub struct MemoryHistory {
     /// The key.
     pub memory_key: String,
     /// Versions per page (default 20, at most 100).
-    #[serde(default)]
     pub limit: Option<i64>,
     /// From a previous answer's next_cursor.
-    #[serde(default)]
     pub cursor: Option<String>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// The agent (default: the caller, else any agent holding the key).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 
@@ -309,25 +281,18 @@ pub struct MemoryHistoryPage {
 #[serde(deny_unknown_fields)]
 pub struct MemoryList {
     /// Only keys starting with this.
-    #[serde(default)]
     pub key_prefix: Option<String>,
     /// Only this kind.
-    #[serde(default)]
     pub kind: Option<String>,
     /// Only memories carrying all these labels.
-    #[serde(default)]
     pub labels: Option<Vec<String>>,
     /// Memories per page (default 50, at most 200).
-    #[serde(default)]
     pub limit: Option<i64>,
     /// From a previous answer's next_cursor.
-    #[serde(default)]
     pub cursor: Option<String>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// Only this agent's rows (default: every agent's).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 
@@ -375,16 +340,12 @@ impl ApplyAction {
 #[serde(deny_unknown_fields)]
 pub struct ApplyFilter {
     /// Memories carrying all these labels.
-    #[serde(default)]
     pub labels: Option<Vec<String>>,
     /// Keys starting with this.
-    #[serde(default)]
     pub key_prefix: Option<String>,
     /// This kind.
-    #[serde(default)]
     pub kind: Option<String>,
     /// Last changed before this RFC 3339 time.
-    #[serde(default)]
     pub updated_before: Option<String>,
 }
 
@@ -397,16 +358,13 @@ pub struct MemoryApply {
     /// Which memories.
     pub filter: ApplyFilter,
     /// For action label: the labels to add.
-    #[serde(default)]
     pub labels: Option<Vec<String>>,
     /// Report what would change without changing it.
     #[serde(default)]
     pub dry_run: bool,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// Only this agent's rows (default: every agent's).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 
@@ -444,19 +402,15 @@ pub struct MemorySearch {
     /// What to look for, in words.
     pub query: String,
     /// Hits to return (default 10, at most 50).
-    #[serde(default)]
     pub limit: Option<i64>,
     /// Only this kind.
-    #[serde(default)]
     pub kind: Option<String>,
     /// Add each hit's score parts.
     #[serde(default)]
     pub explain: bool,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// Only this agent's rows (default: every agent's).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 
@@ -474,13 +428,10 @@ pub struct MemoryAsk {
     /// The question, in words.
     pub question: String,
     /// Evidence rows to return (default 5, at most 20).
-    #[serde(default)]
     pub limit: Option<i64>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// Only this agent's rows (default: every agent's).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 
@@ -525,10 +476,8 @@ pub struct MemoryLookup {
     /// The key.
     pub memory_key: String,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// The agent holding the row (default: the caller, else any agent).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 
@@ -605,10 +554,8 @@ pub struct MemoryAggregate {
     /// kind, agent or label.
     pub group_by: GroupBy,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// Only this agent's rows (default: every agent's).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 

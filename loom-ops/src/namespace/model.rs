@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct NamespaceGet {
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
 }
 
@@ -17,13 +16,10 @@ pub struct NamespaceGet {
 #[serde(deny_unknown_fields)]
 pub struct NamespaceList {
     /// Only this kind: personal, memory, collection, code or tracker.
-    #[serde(default)]
     pub kind: Option<String>,
     /// Namespaces per page (default 50, at most 200).
-    #[serde(default)]
     pub limit: Option<i64>,
     /// From a previous answer's next_cursor.
-    #[serde(default)]
     pub cursor: Option<String>,
 }
 

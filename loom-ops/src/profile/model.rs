@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct ProfileGet {
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
 }
 
@@ -17,16 +16,12 @@ pub struct ProfileGet {
 #[serde(deny_unknown_fields)]
 pub struct ProfileSet {
     /// Who the person is, how to address them.
-    #[serde(default)]
     pub persona: Option<String>,
     /// How they like things done.
-    #[serde(default)]
     pub preferences: Option<String>,
     /// What they are working towards.
-    #[serde(default)]
     pub goals: Option<String>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
 }
 

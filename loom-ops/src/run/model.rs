@@ -8,16 +8,12 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct RunBegin {
     /// What the run is for.
-    #[serde(default)]
     pub goal: Option<String>,
     /// Your own id for it (letters, digits, `_ . : / -`); default: a new one.
-    #[serde(default)]
     pub run_id: Option<String>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
     /// The agent (default: the caller).
-    #[serde(default)]
     pub agent: Option<String>,
 }
 
@@ -55,10 +51,8 @@ pub struct RunComplete {
     #[serde(default)]
     pub status: RunEnd,
     /// What came of it.
-    #[serde(default)]
     pub summary: Option<String>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
 }
 

@@ -12,7 +12,6 @@ pub struct SearchQuery {
     /// What to look for, in words.
     pub query: String,
     /// Hits per section (default 10; values outside 1-50 are clamped).
-    #[serde(default)]
     pub top_k: Option<i64>,
     /// Add why each memory hit ranked where it did.
     #[serde(default)]

@@ -10,13 +10,10 @@ pub struct WorkingMemoryWrite {
     /// The text (append adds it as a new line).
     pub content: String,
     /// Which note of the run (default "main").
-    #[serde(default)]
     pub name: Option<String>,
     /// The run, from run.begin (default: the call's run).
-    #[serde(default)]
     pub run_id: Option<String>,
     /// The namespace (default: the caller's).
-    #[serde(default)]
     pub namespace: Option<String>,
 }
 
