@@ -275,3 +275,71 @@ async fn namespaces_describe_themselves_and_list() {
         );
     }
 }
+
+#[tokio::test]
+async fn run_get_shows_the_notes_and_changes_of_a_run() {
+    for h in common::all().await {
+        let n = h.name();
+        let run = h.call("run.begin", json!({"goal": "tidy"})).await.unwrap();
+        let id = run["run_id"].as_str().unwrap().to_owned();
+        h.call_in(
+            common::AGENT,
+            Some(&id),
+            "memory.set",
+            json!({"memory_key": "a", "content": "x"}),
+        )
+        .await
+        .unwrap();
+        h.call_in(
+            common::AGENT,
+            Some(&id),
+            "memory.pin",
+            json!({"memory_key": "a"}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "b", "content": "other run"}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "working_memory.set",
+            json!({"run_id": id, "content": "half done"}),
+        )
+        .await
+        .unwrap();
+        let got = h.call("run.get", json!({"run_id": id})).await.unwrap();
+        assert_eq!(
+            (got["run"]["goal"].clone(), got["run"]["status"].clone()),
+            (json!("tidy"), json!("open")),
+            "{n}"
+        );
+        assert_eq!(got["working_memory"][0]["content"], "half done", "{n}");
+        let changes: Vec<(String, String)> = got["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["memory_key"].as_str().unwrap().to_owned(),
+                    c["change"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                ("a".to_owned(), "create".to_owned()),
+                ("a".to_owned(), "pin".to_owned())
+            ],
+            "{n}"
+        );
+        assert_eq!(
+            code(h.call("run.get", json!({"run_id": "missing"})).await),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+    }
+}

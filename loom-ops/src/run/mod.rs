@@ -6,10 +6,10 @@ pub mod store;
 
 use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
 
-use self::model::{Run, RunBegin, RunComplete};
+use self::model::{Run, RunBegin, RunComplete, RunDetail, RunGet};
 use crate::memory::validate;
 use crate::scope::require_namespace;
-use crate::store::{Store, now_ms};
+use crate::store::{Store, db_error, now_ms};
 
 /// Starts a run: a unit of work whose writes and working memory carry its
 /// run_id. Pass the returned run_id to working_memory.set and end the run
@@ -88,4 +88,26 @@ async fn complete(cx: &OpCx, input: RunComplete) -> OpResult<Run> {
     };
     tx.commit(cx).await?;
     Ok(row.to_run(changed))
+}
+
+/// Shows one run: its goal, status and summary, its working memory notes
+/// and the memory changes made in it. To end it use run.complete.
+#[loom_op(role = "viewer", idempotent, run_scoped = false)]
+async fn get(cx: &OpCx, input: RunGet) -> OpResult<RunDetail> {
+    validate::key("run_id", &input.run_id)?;
+    let store = cx.service::<Store>()?;
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    require_namespace(&mut conn, cx).await?;
+    let Some(row) = store::get(&mut conn, cx, &input.run_id).await? else {
+        return Err(LoomError::new(
+            ErrorCode::ResourceNotFound,
+            format!("no run {:?} in this namespace", input.run_id),
+        )
+        .with_detail("run_id", input.run_id));
+    };
+    Ok(RunDetail {
+        run: row.to_run(false),
+        working_memory: store::notes(&mut conn, cx, &input.run_id).await?,
+        changes: store::changes(&mut conn, cx, &input.run_id).await?,
+    })
 }

@@ -79,3 +79,39 @@ pub struct Run {
     /// False when the call found the run already in that state.
     pub changed: bool,
 }
+
+/// Arguments of `run.get`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunGet {
+    /// The run.
+    pub run_id: String,
+    /// The namespace (default: the caller's).
+    pub namespace: Option<String>,
+}
+
+/// A memory change made in a run.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct RunChange {
+    /// The key.
+    pub memory_key: String,
+    /// The agent holding the row.
+    pub agent: String,
+    /// The version the change made.
+    pub version: i64,
+    /// What changed.
+    pub change: String,
+    /// When.
+    pub at: String,
+}
+
+/// A run with what it wrote.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct RunDetail {
+    /// The run.
+    pub run: Run,
+    /// Its working memory notes, by name.
+    pub working_memory: Vec<crate::working_memory::model::WorkingMemory>,
+    /// The memory changes made in it, oldest first (at most 200).
+    pub changes: Vec<RunChange>,
+}

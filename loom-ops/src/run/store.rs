@@ -107,3 +107,63 @@ pub async fn close(
     .map_err(db_error)?;
     Ok(done.rows_affected() == 1)
 }
+
+/// The run's working memory notes, by name.
+pub async fn notes(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    run_id: &str,
+) -> OpResult<Vec<crate::working_memory::model::WorkingMemory>> {
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT name, content, updated_ms FROM working_memory WHERE org = $1 AND namespace = $2 AND run_id = $3 \
+         ORDER BY name",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(run_id)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(name, content, updated_ms)| crate::working_memory::model::WorkingMemory {
+                run_id: run_id.to_owned(),
+                name,
+                bytes: content.len() as i64,
+                content,
+                updated_at: rfc3339(updated_ms),
+            },
+        )
+        .collect())
+}
+
+/// The memory changes made in the run, oldest first.
+pub async fn changes(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    run_id: &str,
+) -> OpResult<Vec<super::model::RunChange>> {
+    let rows: Vec<(String, String, i64, String, i64)> = sqlx::query_as(
+        "SELECT memory_key, agent, version, change, at_ms FROM memory_versions \
+         WHERE org = $1 AND namespace = $2 AND run_id = $3 ORDER BY at_ms, memory_key, version LIMIT 200",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(run_id)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(memory_key, agent, version, change, at_ms)| super::model::RunChange {
+                memory_key,
+                agent,
+                version,
+                change,
+                at: rfc3339(at_ms),
+            },
+        )
+        .collect())
+}
