@@ -1,0 +1,56 @@
+//! Blacklist patterns in SQL.
+
+use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
+use sqlx::AnyConnection;
+
+use super::pattern::matches;
+use crate::store::db_error;
+
+/// The namespace's patterns.
+pub async fn patterns(conn: &mut AnyConnection, cx: &OpCx) -> OpResult<Vec<String>> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT pattern FROM blacklist WHERE org = $1 AND namespace = $2 ORDER BY pattern",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(rows.into_iter().map(|(p,)| p).collect())
+}
+
+/// Refuses content a pattern of the namespace matches (`BLACKLISTED`).
+pub async fn check(conn: &mut AnyConnection, cx: &OpCx, content: &str) -> OpResult<()> {
+    for pattern in patterns(conn, cx).await? {
+        if matches(&pattern, content) {
+            return Err(LoomError::new(
+                ErrorCode::Blacklisted,
+                format!("the content matches the namespace's blacklist pattern {pattern:?}; nothing was written"),
+            )
+            .with_detail("pattern", pattern));
+        }
+    }
+    Ok(())
+}
+
+/// Adds a pattern; false when it was already there.
+pub async fn insert(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    pattern: &str,
+    now: i64,
+) -> OpResult<bool> {
+    let done = sqlx::query(
+        "INSERT INTO blacklist (org, namespace, pattern, subject, created_ms) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (org, namespace, pattern) DO NOTHING",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(pattern)
+    .bind(&cx.caller.subject)
+    .bind(now)
+    .execute(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(done.rows_affected() == 1)
+}

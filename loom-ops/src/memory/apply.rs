@@ -1,0 +1,188 @@
+//! `memory.apply`: one bulk change over a filter. The plan (what changes,
+//! what is kept and why) is computed the same way for a dry run and a real
+//! run, inside the transaction, so a dry run reports exactly what the real
+//! run then changes.
+
+use loom_core::{OpCx, OpResult};
+use sqlx::AnyConnection;
+
+use super::model::{Applied, AppliedMemory, ApplyAction, MemoryApply};
+use super::store::{self as sql, ListFilter, Row};
+use super::validate::{self, invalid, labels_from_json, labels_json};
+use crate::scope::require_namespace;
+use crate::store::{Store, db_error, now_ms};
+
+const PAGE: i64 = 500;
+
+/// What happens to one row.
+enum Step {
+    Change(Box<Row>),
+    Keep(&'static str),
+    Same,
+}
+
+fn plan(action: ApplyAction, add: &[String], row: &Row, now: i64) -> Step {
+    if row.locked != 0 && action != ApplyAction::Lock {
+        return Step::Keep("locked");
+    }
+    let mut new = row.clone();
+    match action {
+        ApplyAction::Delete | ApplyAction::Expire if row.pinned != 0 => {
+            return Step::Keep("pinned");
+        }
+        ApplyAction::Delete => new.deleted = 1,
+        ApplyAction::Expire => new.expires_ms = Some(now),
+        ApplyAction::Lock if row.locked != 0 => return Step::Same,
+        ApplyAction::Lock => new.locked = 1,
+        ApplyAction::Label => {
+            let mut labels = labels_from_json(&row.labels);
+            labels.extend(add.iter().cloned());
+            labels.sort();
+            labels.dedup();
+            if labels_json(&labels) == row.labels {
+                return Step::Same;
+            }
+            new.labels = labels_json(&labels);
+        }
+        ApplyAction::Demote if row.pinned == 0 && row.recall_count == 0 => return Step::Same,
+        ApplyAction::Demote => new.pinned = 0,
+    }
+    Step::Change(Box::new(new))
+}
+
+/// Every live row the filter matches, in key order.
+async fn matching(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    filter: &ListFilter<'_>,
+    now: i64,
+) -> OpResult<Vec<Row>> {
+    let mut out: Vec<Row> = Vec::new();
+    let mut after = (String::new(), String::new());
+    loop {
+        let page = sql::list(conn, cx, filter, (&after.0, &after.1), PAGE, now).await?;
+        let full = page.len() as i64 == PAGE;
+        if let Some(last) = page.last() {
+            after = (last.memory_key.clone(), last.agent.clone());
+        }
+        out.extend(page);
+        if !full {
+            return Ok(out);
+        }
+    }
+}
+
+async fn reset_recall(conn: &mut AnyConnection, row: &Row) -> OpResult<()> {
+    sqlx::query(
+        "UPDATE memories SET recall_count = 0 WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4",
+    )
+    .bind(&row.org)
+    .bind(&row.namespace)
+    .bind(&row.agent)
+    .bind(&row.memory_key)
+    .execute(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// `memory.apply`.
+pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<Applied> {
+    let f = &input.filter;
+    if f.labels.as_ref().is_none_or(Vec::is_empty)
+        && f.key_prefix.as_deref().is_none_or(str::is_empty)
+        && f.kind.is_none()
+        && f.updated_before.is_none()
+    {
+        return Err(invalid(
+            "filter",
+            "filter names nothing: give labels, key_prefix, kind or updated_before",
+        ));
+    }
+    let labels = f
+        .labels
+        .as_deref()
+        .map(validate::labels)
+        .transpose()?
+        .unwrap_or_default();
+    if let Some(p) = f.key_prefix.as_deref().filter(|p| !p.is_empty()) {
+        validate::key("filter.key_prefix", p)?;
+    }
+    let kind = f.kind.as_deref().map(validate::kind).transpose()?;
+    let before = f
+        .updated_before
+        .as_deref()
+        .map(|s| validate::time("filter.updated_before", s))
+        .transpose()?;
+    let add = match (input.action, input.labels.as_deref()) {
+        (ApplyAction::Label, Some(l)) if !l.is_empty() => validate::labels(l)?,
+        (ApplyAction::Label, _) => {
+            return Err(invalid("labels", "action label needs labels to add"));
+        }
+        (_, Some(_)) => return Err(invalid("labels", "labels is only for action label")),
+        (_, None) => Vec::new(),
+    };
+
+    let now = now_ms();
+    let mut tx = store.begin_write().await?;
+    require_namespace(tx.conn(), cx).await?;
+    let filter = ListFilter {
+        agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
+        kind: kind.as_deref(),
+        key_prefix: f.key_prefix.as_deref().filter(|p| !p.is_empty()),
+        labels: &labels,
+        updated_before: before,
+    };
+    let rows = matching(tx.conn(), cx, &filter, now).await?;
+    let mut changes: Vec<(Row, Row)> = Vec::new();
+    let mut skipped = Vec::new();
+    for row in rows {
+        match plan(input.action, &add, &row, now) {
+            Step::Change(mut new) => {
+                new.updated_ms = now;
+                changes.push((row, *new));
+            }
+            Step::Keep(reason) => skipped.push(AppliedMemory {
+                memory_key: row.memory_key.clone(),
+                agent: row.agent.clone(),
+                reason: Some(reason.to_owned()),
+            }),
+            Step::Same => {}
+        }
+    }
+    let changed: Vec<AppliedMemory> = changes
+        .iter()
+        .map(|(row, _)| AppliedMemory {
+            memory_key: row.memory_key.clone(),
+            agent: row.agent.clone(),
+            reason: None,
+        })
+        .collect();
+    let mut memory_keys: Vec<String> = changed.iter().map(|c| c.memory_key.clone()).collect();
+    memory_keys.dedup();
+
+    if input.dry_run || changes.is_empty() {
+        tx.rollback().await?;
+        store
+            .audit_outcome(cx, if input.dry_run { "dry_run" } else { "noop" })
+            .await?;
+    } else {
+        for (row, new) in &changes {
+            if !sql::save(tx.conn(), cx, row.version, new, input.action.as_str()).await? {
+                // Another writer changed a row after the plan was made: undo all.
+                return Err(sql::conflict(tx.conn(), row, row.version).await?);
+            }
+            if input.action == ApplyAction::Demote {
+                reset_recall(tx.conn(), row).await?;
+            }
+        }
+        tx.commit(cx).await?;
+    }
+    Ok(Applied {
+        action: input.action.as_str().to_owned(),
+        dry_run: input.dry_run,
+        memory_keys,
+        changed,
+        skipped,
+    })
+}

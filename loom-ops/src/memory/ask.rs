@@ -1,0 +1,129 @@
+//! `memory.ask`: an extractive answer. The evidence is the best search hits;
+//! the answer is the sentence of the best hit that shares the most question
+//! terms, quoted verbatim. It abstains when no hit contains at least half of
+//! the question's terms (at least one), so it never answers from a weak match.
+
+use loom_core::{OpCx, OpResult};
+
+use super::model::{Evidence, MemoryAnswer, MemoryAsk};
+use super::rank::{self, SearchFilter};
+use super::read::record_exposures;
+use super::validate;
+use crate::scope::require_namespace;
+use crate::store::{Store, db_error, now_ms};
+
+/// A word reduced for comparison: lowercase, common English endings dropped.
+fn stem(word: &str) -> String {
+    let w = word.to_lowercase();
+    for suffix in ["ing", "ed", "es", "s"] {
+        if let Some(base) = w.strip_suffix(suffix)
+            && base.len() >= 3
+        {
+            return base.to_owned();
+        }
+    }
+    w
+}
+
+/// The question terms `text` contains (compared by stem).
+pub fn matched(terms: &[String], text: &str) -> Vec<String> {
+    let words: Vec<String> = rank::terms(text).iter().map(|w| stem(w)).collect();
+    terms
+        .iter()
+        .filter(|t| words.contains(&stem(t)))
+        .cloned()
+        .collect()
+}
+
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if matches!(c, '.' | '!' | '?' | '\n') {
+            let s = text[start..i + c.len_utf8()].trim();
+            if !s.is_empty() {
+                out.push(s);
+            }
+            start = i + c.len_utf8();
+        }
+    }
+    let tail = text[start..].trim();
+    if !tail.is_empty() {
+        out.push(tail);
+    }
+    out
+}
+
+/// `memory.ask`.
+pub async fn ask(store: &Store, cx: &OpCx, input: MemoryAsk) -> OpResult<MemoryAnswer> {
+    let limit = validate::limit(input.limit, 5, 20)?;
+    let terms = rank::terms(&input.question);
+    let now = now_ms();
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    require_namespace(&mut conn, cx).await?;
+    let filter = SearchFilter {
+        namespace: None,
+        agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
+        kind: None,
+    };
+    let found = rank::search(
+        &mut conn,
+        store.backend(),
+        cx,
+        &terms,
+        &filter,
+        limit as usize,
+        now,
+    )
+    .await?;
+    drop(conn);
+    record_exposures(store, cx, found.iter().map(|(row, _)| row), now).await?;
+    let evidence: Vec<Evidence> = found
+        .iter()
+        .map(|(row, parts)| Evidence {
+            memory_key: row.memory_key.clone(),
+            agent: row.agent.clone(),
+            version: row.version,
+            content_hash: row.content_hash.clone(),
+            content: row.content.clone(),
+            matched: matched(&terms, &format!("{} {}", row.memory_key, row.content)),
+            score: rank::score(parts),
+        })
+        .collect();
+    let needed = terms.len().div_ceil(2).max(1);
+    let best = evidence.iter().find(|e| e.matched.len() >= needed);
+    let answer = best.and_then(|e| {
+        sentences(&e.content)
+            .into_iter()
+            .map(|s| (matched(&terms, s).len(), s))
+            .max_by_key(|(n, _)| *n)
+            .map(|(_, s)| s.to_owned())
+    });
+    Ok(MemoryAnswer {
+        abstain: answer.is_none(),
+        cited: answer
+            .as_ref()
+            .and(best)
+            .map(|e| format!("{}@v{}", e.memory_key, e.version)),
+        answer,
+        evidence,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentences_split_on_ends() {
+        assert_eq!(sentences("One. Two!\nThree"), ["One.", "Two!", "Three"]);
+    }
+
+    #[test]
+    fn stems_match_plurals() {
+        assert_eq!(
+            matched(&["deploys".into(), "cat".into()], "we deploy on fridays"),
+            ["deploys"]
+        );
+    }
+}

@@ -1,0 +1,233 @@
+//! Memory search: lexical matching in the database (SQLite FTS5, PostgreSQL
+//! full-text) re-ranked with recency, pins and recall counts.
+//!
+//! Only memories the query matches lexically are candidates. Each gets
+//!
+//! ```text
+//! score   = lexical + 0.25 × recency + 0.30 × pinned + 0.15 × recall
+//! lexical = raw / (1 + raw)              raw = −bm25 (SQLite FTS5, key weighted 2, labels 0.5)
+//!                                            or 10 × ts_rank (PostgreSQL), so lexical ∈ [0, 1)
+//! recency = 0.5 ^ (days since last change / 30)      a 30-day half-life
+//! pinned  = 1 when pinned, else 0
+//! recall  = min(1, ln(1 + recall_count) / ln(101))   saturates at 100 recalls
+//! ```
+//!
+//! `explain` returns these parts with each hit.
+
+use loom_core::{OpCx, OpResult};
+use schemars::JsonSchema;
+use serde::Serialize;
+use sqlx::AnyConnection;
+
+use super::store::{COLUMNS, Row};
+use crate::store::{Backend, db_error, rfc3339};
+
+/// Candidates fetched lexically before re-ranking.
+const CANDIDATES: i64 = 200;
+const DAY_MS: f64 = 86_400_000.0;
+
+/// Words too common to rank by.
+const STOPWORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how", "in",
+    "is", "it", "of", "on", "or", "the", "to", "was", "we", "what", "when", "where", "which",
+    "who", "why", "with",
+];
+
+/// The query's search terms: lowercase words of letters and digits, at most 16.
+pub fn terms(query: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for word in query.split(|c: char| !c.is_alphanumeric()) {
+        let w = word.to_lowercase();
+        if w.is_empty() || STOPWORDS.contains(&w.as_str()) || out.contains(&w) {
+            continue;
+        }
+        out.push(w);
+        if out.len() == 16 {
+            break;
+        }
+    }
+    out
+}
+
+/// Why a hit ranked where it did.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct ScoreParts {
+    /// The database's own lexical score (−bm25 or 10 × ts_rank).
+    pub raw_lexical: f64,
+    /// raw / (1 + raw).
+    pub lexical: f64,
+    /// 0.5 ^ (days since last change / 30).
+    pub recency: f64,
+    /// 1 when pinned.
+    pub pinned: f64,
+    /// min(1, ln(1 + recall_count) / ln(101)).
+    pub recall: f64,
+}
+
+/// One memory a search found.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct MemoryHit {
+    /// The key.
+    pub memory_key: String,
+    /// The namespace.
+    pub namespace: String,
+    /// The agent holding the row.
+    pub agent: String,
+    /// The content.
+    pub content: String,
+    /// The kind.
+    pub kind: String,
+    /// Labels.
+    pub labels: Vec<String>,
+    /// The current version.
+    pub version: i64,
+    /// Pinned.
+    pub pinned: bool,
+    /// Last changed.
+    pub updated_at: String,
+    /// The rank score (higher first).
+    pub score: f64,
+    /// With explain: the parts of the score.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<ScoreParts>,
+}
+
+#[derive(sqlx::FromRow)]
+struct LexRow {
+    #[sqlx(flatten)]
+    row: Row,
+    lex: f64,
+}
+
+/// Filters on the candidates.
+#[derive(Debug, Default)]
+pub struct SearchFilter<'a> {
+    /// Another namespace of the org than the call's (search.query's fan-out).
+    pub namespace: Option<&'a str>,
+    /// Only this agent's rows.
+    pub agent: Option<&'a str>,
+    /// Only this kind.
+    pub kind: Option<&'a str>,
+}
+
+/// The live memories of the namespace (the call's, or `filter.namespace`) that match `terms`, best first, at most `limit`.
+pub async fn search(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    cx: &OpCx,
+    terms: &[String],
+    filter: &SearchFilter<'_>,
+    limit: usize,
+    now: i64,
+) -> OpResult<Vec<(Row, ScoreParts)>> {
+    if terms.is_empty() {
+        return Ok(Vec::new());
+    }
+    let cols: Vec<String> = COLUMNS
+        .split(',')
+        .map(|c| format!("m.{}", c.trim()))
+        .collect();
+    let cols = cols.join(", ");
+    let (query, sql) = match backend {
+        Backend::Sqlite => (
+            terms
+                .iter()
+                .map(|t| format!("\"{t}\""))
+                .collect::<Vec<_>>()
+                .join(" OR "),
+            format!(
+                "SELECT {cols}, -bm25(memories_fts, 2.0, 1.0, 0.5) AS lex \
+                 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
+                 WHERE memories_fts MATCH $1 AND m.org = $2 AND m.namespace = $3"
+            ),
+        ),
+        Backend::Postgres => (
+            terms.join(" | "),
+            format!(
+                "SELECT {cols}, CAST(10 * ts_rank(m.fts, to_tsquery('english', $1)) AS DOUBLE PRECISION) AS lex \
+                 FROM memories m WHERE m.fts @@ to_tsquery('english', $1) AND m.org = $2 AND m.namespace = $3"
+            ),
+        ),
+    };
+    let sql = format!(
+        "{sql} AND m.deleted = 0 AND (m.expires_ms IS NULL OR m.expires_ms > $4) \
+         AND ($5 = '' OR m.agent = $5) AND ($6 = '' OR m.kind = $6) ORDER BY lex DESC LIMIT $7"
+    );
+    let rows: Vec<LexRow> = sqlx::query_as(&sql)
+        .bind(query)
+        .bind(&cx.scope.org)
+        .bind(filter.namespace.unwrap_or(&cx.scope.namespace))
+        .bind(now)
+        .bind(filter.agent.unwrap_or(""))
+        .bind(filter.kind.unwrap_or(""))
+        .bind(CANDIDATES)
+        .fetch_all(conn)
+        .await
+        .map_err(db_error)?;
+    let mut ranked: Vec<(Row, ScoreParts, f64)> = rows
+        .into_iter()
+        .map(|r| {
+            let parts = parts(&r.row, r.lex, now);
+            let score = score(&parts);
+            (r.row, parts, score)
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.2.total_cmp(&a.2)
+            .then_with(|| a.0.memory_key.cmp(&b.0.memory_key))
+            .then_with(|| a.0.agent.cmp(&b.0.agent))
+    });
+    ranked.truncate(limit);
+    Ok(ranked
+        .into_iter()
+        .map(|(row, parts, _)| (row, parts))
+        .collect())
+}
+
+fn parts(row: &Row, raw: f64, now: i64) -> ScoreParts {
+    let raw = raw.max(0.0);
+    let age_days = ((now - row.updated_ms).max(0) as f64) / DAY_MS;
+    ScoreParts {
+        raw_lexical: raw,
+        lexical: raw / (1.0 + raw),
+        recency: 0.5_f64.powf(age_days / 30.0),
+        pinned: if row.pinned != 0 { 1.0 } else { 0.0 },
+        recall: ((1.0 + row.recall_count.max(0) as f64).ln() / 101_f64.ln()).min(1.0),
+    }
+}
+
+/// The score from its parts (see the module doc).
+pub fn score(p: &ScoreParts) -> f64 {
+    p.lexical + 0.25 * p.recency + 0.30 * p.pinned + 0.15 * p.recall
+}
+
+/// The API shape of a hit.
+pub fn hit(row: &Row, parts: ScoreParts, explain: bool) -> MemoryHit {
+    MemoryHit {
+        memory_key: row.memory_key.clone(),
+        namespace: row.namespace.clone(),
+        agent: row.agent.clone(),
+        content: row.content.clone(),
+        kind: row.kind.clone(),
+        labels: super::validate::labels_from_json(&row.labels),
+        version: row.version,
+        pinned: row.pinned != 0,
+        updated_at: rfc3339(row.updated_ms),
+        score: score(&parts),
+        explain: explain.then_some(parts),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_drop_stopwords_and_repeats() {
+        assert_eq!(
+            terms("What is the deploy-window? deploy!"),
+            ["deploy", "window"]
+        );
+        assert!(terms("the of a").is_empty());
+    }
+}

@@ -1,0 +1,396 @@
+//! The logic of the memory reads; handlers in `mod.rs` call these.
+
+use loom_core::{OpCx, OpResult};
+
+use super::model::{
+    AgentCount, MemoryGet, MemoryGot, MemoryHistory, MemoryHistoryPage, MemoryList, MemoryPage,
+    MemorySearch, MemorySearchResult, RecallBreakdown,
+};
+use super::rank::{self, SearchFilter};
+use super::store::{self as sql, ListFilter, Row, VersionRow};
+use super::validate::{self, invalid, labels_from_json};
+use super::write::not_found;
+use crate::scope::require_namespace;
+use crate::store::{Store, db_error, now_ms, rfc3339};
+
+/// The output fields `fields` may name.
+pub const FIELDS: &[&str] = &[
+    "memory_key",
+    "namespace",
+    "agent",
+    "content",
+    "kind",
+    "labels",
+    "source",
+    "version",
+    "pinned",
+    "locked",
+    "expires_at",
+    "recall_count",
+    "content_hash",
+    "created_at",
+    "updated_at",
+];
+
+/// The most `[[links]]` `follow` serves.
+const MAX_FOLLOW: usize = 10;
+
+fn got_from_row(row: &Row) -> MemoryGot {
+    let m = row.to_memory();
+    MemoryGot {
+        memory_key: m.memory_key,
+        namespace: Some(m.namespace),
+        agent: Some(m.agent),
+        content: Some(m.content),
+        kind: Some(m.kind),
+        labels: Some(m.labels),
+        source: Some(m.source),
+        version: Some(m.version),
+        pinned: Some(m.pinned),
+        locked: Some(m.locked),
+        expires_at: m.expires_at,
+        recall_count: Some(m.recall_count),
+        content_hash: Some(m.content_hash),
+        created_at: Some(m.created_at),
+        updated_at: Some(m.updated_at),
+        recall_breakdown: None,
+        followed: None,
+    }
+}
+
+fn got_from_version(cx: &OpCx, key: &str, agent: &str, v: &VersionRow) -> MemoryGot {
+    MemoryGot {
+        memory_key: key.to_owned(),
+        namespace: Some(cx.scope.namespace.clone()),
+        agent: Some(agent.to_owned()),
+        content: Some(v.content.clone()),
+        kind: Some(v.kind.clone()),
+        labels: Some(labels_from_json(&v.labels)),
+        source: Some(v.source.clone()),
+        version: Some(v.version),
+        pinned: Some(v.pinned != 0),
+        locked: Some(v.locked != 0),
+        expires_at: v.expires_ms.map(rfc3339),
+        recall_count: None,
+        content_hash: Some(v.content_hash.clone()),
+        created_at: None,
+        updated_at: Some(rfc3339(v.at_ms)),
+        recall_breakdown: None,
+        followed: None,
+    }
+}
+
+fn keep_fields(got: &mut MemoryGot, fields: &[String]) {
+    let keep = |f: &str| fields.iter().any(|x| x == f);
+    macro_rules! drop_unless {
+        ($($f:ident),*) => { $( if !keep(stringify!($f)) { got.$f = None; } )* };
+    }
+    drop_unless!(
+        namespace,
+        agent,
+        content,
+        kind,
+        labels,
+        source,
+        version,
+        pinned,
+        locked,
+        expires_at,
+        recall_count,
+        content_hash,
+        created_at,
+        updated_at
+    );
+}
+
+/// The keys a content links as `[[memory_key]]`, in order, without repeats.
+pub fn links(content: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut rest = content;
+    while let Some(start) = rest.find("[[") {
+        rest = &rest[start + 2..];
+        let Some(end) = rest.find("]]") else { break };
+        let key = rest[..end].trim();
+        if validate::key("link", key).is_ok() && !out.iter().any(|k| k == key) {
+            out.push(key.to_owned());
+        }
+        rest = &rest[end + 2..];
+    }
+    out
+}
+
+/// `memory.get`.
+pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryGot> {
+    let key = input.memory_key.as_str();
+    validate::key("memory_key", key)?;
+    let as_of = input
+        .as_of
+        .as_deref()
+        .map(|s| validate::time("as_of", s))
+        .transpose()?;
+    if let Some(fields) = &input.fields
+        && let Some(bad) = fields.iter().find(|f| !FIELDS.contains(&f.as_str()))
+    {
+        return Err(invalid(
+            "fields",
+            format!(
+                "unknown field {bad:?}; fields may name {}",
+                FIELDS.join(", ")
+            ),
+        ));
+    }
+    let explicit = input.agent.is_some();
+    let now = now_ms();
+    let mut tx = store.begin_write().await?;
+    require_namespace(tx.conn(), cx).await?;
+
+    let mut got = if let Some(at) = as_of {
+        let Some((agent, v)) = sql::version_at(tx.conn(), cx, explicit, key, at).await? else {
+            return Err(
+                not_found(cx, key).with_detail("as_of", input.as_of.clone().unwrap_or_default())
+            );
+        };
+        if v.deleted != 0 || v.expires_ms.is_some_and(|e| e <= at) {
+            return Err(
+                not_found(cx, key).with_detail("as_of", input.as_of.clone().unwrap_or_default())
+            );
+        }
+        sql::record_exposure(
+            tx.conn(),
+            cx,
+            (&cx.scope.namespace, &agent, key, v.version),
+            now,
+        )
+        .await?;
+        got_from_version(cx, key, &agent, &v)
+    } else {
+        let Some(mut row) = sql::resolve(tx.conn(), cx, explicit, key, now, false).await? else {
+            return Err(not_found(cx, key));
+        };
+        if let Some(expected) = input.if_version
+            && expected != row.version
+        {
+            return Err(sql::version_conflict(key, expected, row.version));
+        }
+        sql::record_recall(tx.conn(), cx, &row, now).await?;
+        row.recall_count += 1;
+        row.last_recall_ms = Some(now);
+        let mut got = got_from_row(&row);
+        if input.include_recall_breakdown == Some(true) {
+            let by_agent = sql::exposures_by_agent(tx.conn(), &row).await?;
+            got.recall_breakdown = Some(RecallBreakdown {
+                total: row.recall_count,
+                last_recalled_at: row.last_recall_ms.map(rfc3339),
+                by_agent: by_agent
+                    .into_iter()
+                    .map(|(agent, count)| AgentCount { agent, count })
+                    .collect(),
+            });
+        }
+        if input.follow == Some(true) {
+            let mut followed = Vec::new();
+            for link in links(&row.content)
+                .into_iter()
+                .filter(|k| k != key)
+                .take(MAX_FOLLOW)
+            {
+                if let Some(linked) = sql::resolve(tx.conn(), cx, false, &link, now, false).await? {
+                    sql::record_exposure(
+                        tx.conn(),
+                        cx,
+                        (
+                            &linked.namespace,
+                            &linked.agent,
+                            &linked.memory_key,
+                            linked.version,
+                        ),
+                        now,
+                    )
+                    .await?;
+                    followed.push(linked.to_memory());
+                }
+            }
+            got.followed = Some(followed);
+        }
+        got
+    };
+    tx.commit(cx).await?;
+    if let Some(fields) = &input.fields {
+        keep_fields(&mut got, fields);
+    }
+    Ok(got)
+}
+
+fn parse_version_cursor(cursor: &str) -> OpResult<i64> {
+    cursor
+        .parse::<i64>()
+        .ok()
+        .filter(|v| *v > 0)
+        .ok_or_else(|| {
+            invalid(
+                "cursor",
+                format!("cursor {cursor:?} is not one this op returned"),
+            )
+        })
+}
+
+/// `memory.history`.
+pub async fn history(
+    store: &Store,
+    cx: &OpCx,
+    input: MemoryHistory,
+) -> OpResult<MemoryHistoryPage> {
+    let key = input.memory_key.as_str();
+    validate::key("memory_key", key)?;
+    let limit = validate::limit(input.limit, 20, 100)?;
+    let before = input
+        .cursor
+        .as_deref()
+        .map(parse_version_cursor)
+        .transpose()?
+        .unwrap_or(i64::MAX);
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    require_namespace(&mut conn, cx).await?;
+    let Some(row) = sql::resolve(&mut conn, cx, input.agent.is_some(), key, now_ms(), true).await?
+    else {
+        return Err(not_found(cx, key));
+    };
+    let rows = sql::versions(&mut conn, &row, before, limit + 1).await?;
+    let more = rows.len() as i64 > limit;
+    let versions: Vec<_> = rows
+        .iter()
+        .take(limit as usize)
+        .map(VersionRow::to_version)
+        .collect();
+    let next_cursor = if more {
+        versions.last().map(|v| v.version.to_string())
+    } else {
+        None
+    };
+    Ok(MemoryHistoryPage {
+        memory_key: row.memory_key,
+        agent: row.agent,
+        versions,
+        next_cursor,
+    })
+}
+
+/// `memory.list`.
+pub async fn list(store: &Store, cx: &OpCx, input: MemoryList) -> OpResult<MemoryPage> {
+    let limit = validate::limit(input.limit, 50, 200)?;
+    let kind = input.kind.as_deref().map(validate::kind).transpose()?;
+    let labels = input
+        .labels
+        .as_deref()
+        .map(validate::labels)
+        .transpose()?
+        .unwrap_or_default();
+    if let Some(p) = input.key_prefix.as_deref().filter(|p| !p.is_empty()) {
+        validate::key("key_prefix", p)?;
+    }
+    let after = match input.cursor.as_deref() {
+        None => (String::new(), String::new()),
+        Some(c) => match c.split_once('|') {
+            Some((k, a)) if validate::key("cursor", k).is_ok() => (k.to_owned(), a.to_owned()),
+            _ => {
+                return Err(invalid(
+                    "cursor",
+                    format!("cursor {c:?} is not one this op returned"),
+                ));
+            }
+        },
+    };
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    require_namespace(&mut conn, cx).await?;
+    let filter = ListFilter {
+        agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
+        kind: kind.as_deref(),
+        key_prefix: input.key_prefix.as_deref().filter(|p| !p.is_empty()),
+        labels: &labels,
+        updated_before: None,
+    };
+    let rows = sql::list(
+        &mut conn,
+        cx,
+        &filter,
+        (&after.0, &after.1),
+        limit + 1,
+        now_ms(),
+    )
+    .await?;
+    let more = rows.len() as i64 > limit;
+    let memories: Vec<_> = rows
+        .iter()
+        .take(limit as usize)
+        .map(Row::to_memory)
+        .collect();
+    let next_cursor = if more {
+        memories
+            .last()
+            .map(|m| format!("{}|{}", m.memory_key, m.agent))
+    } else {
+        None
+    };
+    Ok(MemoryPage {
+        memories,
+        next_cursor,
+    })
+}
+
+/// `memory.search`: ranked hits; each served hit leaves an exposure row
+/// (recall counts are raised by memory.get only).
+pub async fn search(store: &Store, cx: &OpCx, input: MemorySearch) -> OpResult<MemorySearchResult> {
+    let limit = validate::limit(input.limit, 10, 50)?;
+    let kind = input.kind.as_deref().map(validate::kind).transpose()?;
+    let terms = rank::terms(&input.query);
+    let now = now_ms();
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    require_namespace(&mut conn, cx).await?;
+    let filter = SearchFilter {
+        namespace: None,
+        agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
+        kind: kind.as_deref(),
+    };
+    let found = rank::search(
+        &mut conn,
+        store.backend(),
+        cx,
+        &terms,
+        &filter,
+        limit as usize,
+        now,
+    )
+    .await?;
+    drop(conn);
+    record_exposures(store, cx, found.iter().map(|(row, _)| row), now).await?;
+    Ok(MemorySearchResult {
+        hits: found
+            .into_iter()
+            .map(|(row, parts)| rank::hit(&row, parts, input.explain))
+            .collect(),
+    })
+}
+
+/// Records one exposure per served row, in one transaction.
+pub async fn record_exposures<'a>(
+    store: &Store,
+    cx: &OpCx,
+    rows: impl Iterator<Item = &'a Row>,
+    now: i64,
+) -> OpResult<()> {
+    let rows: Vec<&Row> = rows.collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut tx = store.begin_write().await?;
+    for row in rows {
+        sql::record_exposure(
+            tx.conn(),
+            cx,
+            (&row.namespace, &row.agent, &row.memory_key, row.version),
+            now,
+        )
+        .await?;
+    }
+    tx.commit(cx).await
+}

@@ -1,0 +1,533 @@
+//! Memory rows in SQL. Every change goes through [`save`]: a conditional
+//! UPDATE on the version the caller read (so two writers racing on one
+//! version cannot both win) plus a snapshot row in `memory_versions`.
+
+use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
+use sqlx::AnyConnection;
+
+use super::model::{Memory, MemoryVersion};
+use super::validate::labels_from_json;
+use crate::store::{db_error, rfc3339};
+
+/// The columns [`Row`] reads, in order.
+pub const COLUMNS: &str = "org, namespace, agent, memory_key, content, kind, labels, source, content_hash, \
+     version, pinned, locked, deleted, expires_ms, recall_count, last_recall_ms, created_ms, updated_ms";
+
+/// A `memories` row.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct Row {
+    pub org: String,
+    pub namespace: String,
+    pub agent: String,
+    pub memory_key: String,
+    pub content: String,
+    pub kind: String,
+    pub labels: String,
+    pub source: String,
+    pub content_hash: String,
+    pub version: i64,
+    pub pinned: i64,
+    pub locked: i64,
+    pub deleted: i64,
+    pub expires_ms: Option<i64>,
+    pub recall_count: i64,
+    pub last_recall_ms: Option<i64>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+impl Row {
+    /// Whether it is served at `now`: not deleted, not expired.
+    pub fn live(&self, now: i64) -> bool {
+        self.deleted == 0 && self.expires_ms.is_none_or(|e| e > now)
+    }
+
+    /// The API shape.
+    pub fn to_memory(&self) -> Memory {
+        Memory {
+            memory_key: self.memory_key.clone(),
+            namespace: self.namespace.clone(),
+            agent: self.agent.clone(),
+            content: self.content.clone(),
+            kind: self.kind.clone(),
+            labels: labels_from_json(&self.labels),
+            source: self.source.clone(),
+            version: self.version,
+            pinned: self.pinned != 0,
+            locked: self.locked != 0,
+            deleted: self.deleted != 0,
+            expires_at: self.expires_ms.map(rfc3339),
+            recall_count: self.recall_count,
+            content_hash: self.content_hash.clone(),
+            created_at: rfc3339(self.created_ms),
+            updated_at: rfc3339(self.updated_ms),
+        }
+    }
+}
+
+/// The row of exactly this agent, deleted or not.
+pub async fn own(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    agent: &str,
+    key: &str,
+) -> OpResult<Option<Row>> {
+    sqlx::query_as::<_, Row>(&format!(
+        "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4"
+    ))
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(agent)
+    .bind(key)
+    .fetch_optional(conn)
+    .await
+    .map_err(db_error)
+}
+
+/// The row a caller means by `key`: an explicitly named agent's row; else
+/// the caller's own row, else the most recently changed row under any
+/// agent. Only live rows unless `include_dead` (history reads deleted ones).
+pub async fn resolve(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    explicit_agent: bool,
+    key: &str,
+    now: i64,
+    include_dead: bool,
+) -> OpResult<Option<Row>> {
+    if explicit_agent {
+        return Ok(own(conn, cx, &cx.scope.agent, key)
+            .await?
+            .filter(|r| include_dead || r.live(now)));
+    }
+    let rows = sqlx::query_as::<_, Row>(&format!(
+        "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND memory_key = $3 \
+         AND ($6 = 1 OR (deleted = 0 AND (expires_ms IS NULL OR expires_ms > $4))) \
+         ORDER BY CASE WHEN agent = $5 THEN 0 ELSE 1 END, updated_ms DESC, agent LIMIT 1"
+    ))
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(key)
+    .bind(now)
+    .bind(&cx.scope.agent)
+    .bind(i64::from(include_dead))
+    .fetch_optional(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(rows)
+}
+
+/// Whether any agent's row of `key` in the namespace is locked.
+pub async fn key_locked(conn: &mut AnyConnection, cx: &OpCx, key: &str) -> OpResult<bool> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM memories WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND locked = 1",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(key)
+    .fetch_one(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(n > 0)
+}
+
+/// Inserts a new row at version 1; false when a row for the key appeared meanwhile.
+pub async fn insert(conn: &mut AnyConnection, cx: &OpCx, row: &Row) -> OpResult<bool> {
+    let done = sqlx::query(
+        "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, source, content_hash, \
+         version, pinned, locked, deleted, expires_ms, recall_count, created_ms, updated_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 0, $15, $16) \
+         ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING",
+    )
+    .bind(&row.org)
+    .bind(&row.namespace)
+    .bind(&row.agent)
+    .bind(&row.memory_key)
+    .bind(&row.content)
+    .bind(&row.kind)
+    .bind(&row.labels)
+    .bind(&row.source)
+    .bind(&row.content_hash)
+    .bind(row.version)
+    .bind(row.pinned)
+    .bind(row.locked)
+    .bind(row.deleted)
+    .bind(row.expires_ms)
+    .bind(row.created_ms)
+    .bind(row.updated_ms)
+    .execute(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    if done.rows_affected() != 1 {
+        return Ok(false);
+    }
+    snapshot(conn, cx, row, "create").await?;
+    Ok(true)
+}
+
+/// Writes `new` over the row if it is still at `read_version`, with
+/// `new.version` = `read_version` + 1, and its snapshot. False when another
+/// change got there first.
+pub async fn save(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    read_version: i64,
+    new: &Row,
+    change: &str,
+) -> OpResult<bool> {
+    let done = sqlx::query(
+        "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, content_hash = $5, \
+         version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, updated_ms = $11 \
+         WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16",
+    )
+    .bind(&new.content)
+    .bind(&new.kind)
+    .bind(&new.labels)
+    .bind(&new.source)
+    .bind(&new.content_hash)
+    .bind(read_version + 1)
+    .bind(new.pinned)
+    .bind(new.locked)
+    .bind(new.deleted)
+    .bind(new.expires_ms)
+    .bind(new.updated_ms)
+    .bind(&new.org)
+    .bind(&new.namespace)
+    .bind(&new.agent)
+    .bind(&new.memory_key)
+    .bind(read_version)
+    .execute(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    if done.rows_affected() != 1 {
+        return Ok(false);
+    }
+    let mut snap = new.clone();
+    snap.version = read_version + 1;
+    snapshot(conn, cx, &snap, change).await?;
+    Ok(true)
+}
+
+/// The `VERSION_CONFLICT` refusal, naming the version now current.
+pub async fn conflict(conn: &mut AnyConnection, row: &Row, expected: i64) -> OpResult<LoomError> {
+    let current: Option<(i64,)> = sqlx::query_as(
+        "SELECT version FROM memories WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4",
+    )
+    .bind(&row.org)
+    .bind(&row.namespace)
+    .bind(&row.agent)
+    .bind(&row.memory_key)
+    .fetch_optional(conn)
+    .await
+    .map_err(db_error)?;
+    let current = current.map_or(row.version, |(v,)| v);
+    Ok(version_conflict(&row.memory_key, expected, current))
+}
+
+/// `VERSION_CONFLICT` with `current_version`.
+pub fn version_conflict(key: &str, expected: i64, current: i64) -> LoomError {
+    LoomError::new(
+        ErrorCode::VersionConflict,
+        format!("{key} is at version {current}, not {expected}; re-read it and retry"),
+    )
+    .with_detail("memory_key", key)
+    .with_detail("expected_version", expected)
+    .with_detail("current_version", current)
+}
+
+async fn snapshot(conn: &mut AnyConnection, cx: &OpCx, row: &Row, change: &str) -> OpResult<()> {
+    sqlx::query(
+        "INSERT INTO memory_versions (org, namespace, agent, memory_key, version, change, content, kind, labels, \
+         source, content_hash, pinned, locked, deleted, expires_ms, run_id, subject, changed_by, request_id, at_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
+    )
+    .bind(&row.org)
+    .bind(&row.namespace)
+    .bind(&row.agent)
+    .bind(&row.memory_key)
+    .bind(row.version)
+    .bind(change)
+    .bind(&row.content)
+    .bind(&row.kind)
+    .bind(&row.labels)
+    .bind(&row.source)
+    .bind(&row.content_hash)
+    .bind(row.pinned)
+    .bind(row.locked)
+    .bind(row.deleted)
+    .bind(row.expires_ms)
+    .bind(cx.run_id.as_deref())
+    .bind(&cx.caller.subject)
+    .bind(&cx.scope.agent)
+    .bind(&cx.request_id)
+    .bind(row.updated_ms)
+    .execute(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// A `memory_versions` row.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct VersionRow {
+    pub version: i64,
+    pub change: String,
+    pub content: String,
+    pub kind: String,
+    pub labels: String,
+    pub source: String,
+    pub content_hash: String,
+    pub pinned: i64,
+    pub locked: i64,
+    pub deleted: i64,
+    pub expires_ms: Option<i64>,
+    pub run_id: Option<String>,
+    pub changed_by: String,
+    pub at_ms: i64,
+}
+
+const VERSION_COLUMNS: &str = "version, change, content, kind, labels, source, content_hash, pinned, locked, \
+     deleted, expires_ms, run_id, changed_by, at_ms";
+
+impl VersionRow {
+    /// The API shape.
+    pub fn to_version(&self) -> MemoryVersion {
+        MemoryVersion {
+            version: self.version,
+            change: self.change.clone(),
+            content: self.content.clone(),
+            kind: self.kind.clone(),
+            labels: labels_from_json(&self.labels),
+            pinned: self.pinned != 0,
+            locked: self.locked != 0,
+            deleted: self.deleted != 0,
+            content_hash: self.content_hash.clone(),
+            changed_by: self.changed_by.clone(),
+            run_id: self.run_id.clone(),
+            at: rfc3339(self.at_ms),
+        }
+    }
+}
+
+/// Versions of one row below `before`, newest first.
+pub async fn versions(
+    conn: &mut AnyConnection,
+    row: &Row,
+    before: i64,
+    limit: i64,
+) -> OpResult<Vec<VersionRow>> {
+    sqlx::query_as::<_, VersionRow>(&format!(
+        "SELECT {VERSION_COLUMNS} FROM memory_versions \
+         WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version < $5 \
+         ORDER BY version DESC LIMIT $6"
+    ))
+    .bind(&row.org)
+    .bind(&row.namespace)
+    .bind(&row.agent)
+    .bind(&row.memory_key)
+    .bind(before)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)
+}
+
+/// The version of `key` current at `at_ms`: the caller's row first, else any agent's.
+pub async fn version_at(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    explicit_agent: bool,
+    key: &str,
+    at_ms: i64,
+) -> OpResult<Option<(String, VersionRow)>> {
+    #[derive(sqlx::FromRow)]
+    struct Hit {
+        agent: String,
+        version: i64,
+    }
+    let hit: Option<Hit> = sqlx::query_as(
+        "SELECT agent, MAX(version) AS version FROM memory_versions \
+         WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND at_ms <= $4 \
+         AND ($5 = 0 OR agent = $6) GROUP BY agent \
+         ORDER BY CASE WHEN agent = $6 THEN 0 ELSE 1 END, MAX(at_ms) DESC, agent LIMIT 1",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(key)
+    .bind(at_ms)
+    .bind(i64::from(explicit_agent))
+    .bind(&cx.scope.agent)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    let Some(hit) = hit else { return Ok(None) };
+    let row = sqlx::query_as::<_, VersionRow>(&format!(
+        "SELECT {VERSION_COLUMNS} FROM memory_versions \
+         WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $5"
+    ))
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(&hit.agent)
+    .bind(key)
+    .bind(hit.version)
+    .fetch_one(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(Some((hit.agent, row)))
+}
+
+/// Counts one serving of `row` to the caller and records the exposure.
+pub async fn record_recall(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    row: &Row,
+    now: i64,
+) -> OpResult<()> {
+    sqlx::query(
+        "UPDATE memories SET recall_count = recall_count + 1, last_recall_ms = $1 \
+         WHERE org = $2 AND namespace = $3 AND agent = $4 AND memory_key = $5",
+    )
+    .bind(now)
+    .bind(&row.org)
+    .bind(&row.namespace)
+    .bind(&row.agent)
+    .bind(&row.memory_key)
+    .execute(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    record_exposure(
+        conn,
+        cx,
+        (&row.namespace, &row.agent, &row.memory_key, row.version),
+        now,
+    )
+    .await
+}
+
+/// Records that a row (namespace, agent, key, version) was served to the
+/// caller (`memory_exposures`).
+pub async fn record_exposure(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    (namespace, agent, key, version): (&str, &str, &str, i64),
+    now: i64,
+) -> OpResult<()> {
+    sqlx::query(
+        "INSERT INTO memory_exposures (org, namespace, agent, memory_key, version, served_to, subject, op, run_id, \
+         request_id, at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(&cx.scope.org)
+    .bind(namespace)
+    .bind(agent)
+    .bind(key)
+    .bind(version)
+    .bind(&cx.scope.agent)
+    .bind(&cx.caller.subject)
+    .bind(cx.op)
+    .bind(cx.run_id.as_deref())
+    .bind(&cx.request_id)
+    .bind(now)
+    .execute(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// Exposure counts of `row` per calling agent, most first.
+pub async fn exposures_by_agent(
+    conn: &mut AnyConnection,
+    row: &Row,
+) -> OpResult<Vec<(String, i64)>> {
+    sqlx::query_as(
+        "SELECT served_to, COUNT(*) AS n FROM memory_exposures \
+         WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 \
+         GROUP BY served_to ORDER BY COUNT(*) DESC, served_to",
+    )
+    .bind(&row.org)
+    .bind(&row.namespace)
+    .bind(&row.agent)
+    .bind(&row.memory_key)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)
+}
+
+/// A page of live rows in (key, agent) order after `after`.
+pub async fn list(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    filter: &ListFilter<'_>,
+    after: (&str, &str),
+    limit: i64,
+    now: i64,
+) -> OpResult<Vec<Row>> {
+    let mut sql = format!(
+        "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND deleted = 0 \
+         AND (expires_ms IS NULL OR expires_ms > $3) \
+         AND (memory_key > $4 OR (memory_key = $4 AND agent > $5))"
+    );
+    let mut binds: Vec<String> = Vec::new();
+    let mut n = 6;
+    let mut push = |sql: &mut String, clause: &str, value: String| {
+        sql.push_str(&clause.replace('?', &format!("${n}")));
+        binds.push(value);
+        n += 1;
+    };
+    if let Some(agent) = filter.agent {
+        push(&mut sql, " AND agent = ?", agent.to_owned());
+    }
+    if let Some(kind) = filter.kind {
+        push(&mut sql, " AND kind = ?", kind.to_owned());
+    }
+    if let Some(prefix) = filter.key_prefix {
+        push(
+            &mut sql,
+            " AND substr(memory_key, 1, length(?)) = ?",
+            prefix.to_owned(),
+        );
+    }
+    for label in filter.labels {
+        // labels are stored as a JSON array: match the quoted label, `_` escaped
+        let quoted = serde_json::Value::from(label.as_str())
+            .to_string()
+            .replace('_', "\\_");
+        push(
+            &mut sql,
+            " AND labels LIKE ? ESCAPE '\\'",
+            format!("%{quoted}%"),
+        );
+    }
+    if let Some(before) = filter.updated_before {
+        push(
+            &mut sql,
+            " AND updated_ms < CAST(? AS BIGINT)",
+            before.to_string(),
+        );
+    }
+    sql.push_str(&format!(" ORDER BY memory_key, agent LIMIT ${n}"));
+    let mut q = sqlx::query_as::<_, Row>(&sql)
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(now)
+        .bind(after.0)
+        .bind(after.1);
+    for b in binds {
+        q = q.bind(b);
+    }
+    q.bind(limit).fetch_all(conn).await.map_err(db_error)
+}
+
+/// What [`list`] keeps.
+#[derive(Debug, Default)]
+pub struct ListFilter<'a> {
+    /// Only this agent.
+    pub agent: Option<&'a str>,
+    /// Only this kind.
+    pub kind: Option<&'a str>,
+    /// Only keys with this prefix.
+    pub key_prefix: Option<&'a str>,
+    /// Rows carrying all these labels.
+    pub labels: &'a [String],
+    /// Rows last changed before this (ms).
+    pub updated_before: Option<i64>,
+}

@@ -1,0 +1,165 @@
+//! Checks on memory arguments: every bad value is `INVALID_ARGUMENTS`.
+
+use loom_core::{ErrorCode, LoomError, OpResult};
+use sha2::{Digest, Sha256};
+
+/// The longest key, in bytes.
+pub const MAX_KEY_BYTES: usize = 256;
+/// The longest content, in bytes (64 KiB).
+pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
+/// The most labels on one memory.
+pub const MAX_LABELS: usize = 32;
+/// The kind a memory gets when none is named.
+pub const DEFAULT_KIND: &str = "fact";
+
+/// An `INVALID_ARGUMENTS` refusal naming the field.
+pub fn invalid(field: &str, message: impl Into<String>) -> LoomError {
+    LoomError::new(ErrorCode::InvalidArguments, message.into()).with_detail("field", field)
+}
+
+fn is_key_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'/' | b'-')
+}
+
+/// A key: 1 to 256 bytes of `[A-Za-z0-9_.:/-]`.
+pub fn key(field: &str, key: &str) -> OpResult<()> {
+    if key.is_empty() {
+        return Err(invalid(field, format!("{field} is empty")));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(invalid(
+            field,
+            format!("{field} is {} bytes; at most {MAX_KEY_BYTES}", key.len()),
+        ));
+    }
+    if !key.bytes().all(is_key_byte) {
+        return Err(invalid(
+            field,
+            format!("{field} {key:?} may hold only letters, digits and _ . : / -"),
+        ));
+    }
+    Ok(())
+}
+
+/// Content: not blank, at most 64 KiB.
+pub fn content(content: &str) -> OpResult<()> {
+    if content.trim().is_empty() {
+        return Err(invalid("content", "content is empty"));
+    }
+    if content.len() > MAX_CONTENT_BYTES {
+        return Err(invalid(
+            "content",
+            format!(
+                "content is {} bytes; at most {MAX_CONTENT_BYTES}",
+                content.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A kind: 1 to 32 of `[a-z_]` (fact, decision, procedure, preference, …).
+pub fn kind(kind: &str) -> OpResult<String> {
+    let ok = !kind.is_empty()
+        && kind.len() <= 32
+        && kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    if ok {
+        Ok(kind.to_owned())
+    } else {
+        Err(invalid(
+            "kind",
+            format!("kind {kind:?} must be 1-32 of a-z and _"),
+        ))
+    }
+}
+
+/// Labels: at most 32, each a key-shaped string of at most 64 bytes; sorted, deduplicated.
+pub fn labels(labels: &[String]) -> OpResult<Vec<String>> {
+    let mut out: Vec<String> = Vec::with_capacity(labels.len());
+    for l in labels {
+        if l.is_empty() || l.len() > 64 || !l.bytes().all(is_key_byte) {
+            return Err(invalid(
+                "labels",
+                format!("label {l:?} must be 1-64 of letters, digits and _ . : / -"),
+            ));
+        }
+        out.push(l.clone());
+    }
+    out.sort();
+    out.dedup();
+    if out.len() > MAX_LABELS {
+        return Err(invalid(
+            "labels",
+            format!("{} labels; at most {MAX_LABELS}", out.len()),
+        ));
+    }
+    Ok(out)
+}
+
+/// Labels as stored: a JSON array.
+pub fn labels_json(labels: &[String]) -> String {
+    serde_json::to_string(labels).unwrap_or_else(|_| "[]".to_owned())
+}
+
+/// Labels from their stored JSON.
+pub fn labels_from_json(s: &str) -> Vec<String> {
+    serde_json::from_str(s).unwrap_or_default()
+}
+
+/// An RFC 3339 time as milliseconds.
+pub fn time(field: &str, s: &str) -> OpResult<i64> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.timestamp_millis())
+        .map_err(|_| {
+            invalid(
+                field,
+                format!("{field} {s:?} is not an RFC 3339 time (2026-01-31T09:00:00Z)"),
+            )
+        })
+}
+
+/// A page size: default `default`, at least 1, at most `max` (larger is clamped).
+pub fn limit(limit: Option<i64>, default: i64, max: i64) -> OpResult<i64> {
+    match limit {
+        None => Ok(default),
+        Some(n) if n < 1 => Err(invalid(
+            "limit",
+            format!("limit must be at least 1, got {n}"),
+        )),
+        Some(n) => Ok(n.min(max)),
+    }
+}
+
+/// The content hash: SHA-256, hex.
+pub fn content_hash(content: &str) -> String {
+    hex::encode(Sha256::digest(content.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        assert!(key("memory_key", "deploy/window:v2-a_b.c").is_ok());
+        assert!(key("memory_key", "").is_err());
+        assert!(key("memory_key", "has space").is_err());
+        assert!(key("memory_key", &"k".repeat(257)).is_err());
+        assert!(key("memory_key", &"k".repeat(256)).is_ok());
+    }
+
+    #[test]
+    fn labels_sort_and_dedup() {
+        let l = labels(&["b".into(), "a".into(), "b".into()]).unwrap();
+        assert_eq!(l, ["a", "b"]);
+        assert_eq!(labels_from_json(&labels_json(&l)), l);
+        assert!(labels(&["bad label".into()]).is_err());
+    }
+
+    #[test]
+    fn limits() {
+        assert_eq!(limit(None, 50, 200).unwrap(), 50);
+        assert_eq!(limit(Some(1000), 50, 200).unwrap(), 200);
+        assert!(limit(Some(-1), 50, 200).is_err());
+    }
+}

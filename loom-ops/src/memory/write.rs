@@ -1,0 +1,319 @@
+//! The logic of the memory writes; handlers in `mod.rs` call these.
+
+use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
+
+use super::model::{MemoryKey, MemorySet, MemoryUpdate, MemoryWritten};
+use super::store::{self as sql, Row};
+use super::validate;
+use crate::blacklist::store as blacklist;
+use crate::scope::require_namespace;
+use crate::store::{Store, now_ms};
+
+/// How often a write re-reads and retries after losing a race it did not
+/// ask to detect (no `if_version`).
+const RETRIES: usize = 8;
+
+/// `RESOURCE_NOT_FOUND` for a key.
+pub fn not_found(cx: &OpCx, key: &str) -> LoomError {
+    LoomError::new(
+        ErrorCode::ResourceNotFound,
+        format!("no memory {key:?} in namespace {:?}", cx.scope.namespace),
+    )
+    .with_detail("memory_key", key)
+}
+
+/// `LOCKED` for a key.
+pub fn locked(key: &str) -> LoomError {
+    LoomError::new(
+        ErrorCode::Locked,
+        format!("{key} is locked; memory.unlock it first. Nothing was written"),
+    )
+    .with_detail("memory_key", key)
+}
+
+fn too_busy(key: &str) -> LoomError {
+    LoomError::new(
+        ErrorCode::BackendTimeout,
+        format!("{key} kept changing under concurrent writes; retry"),
+    )
+    .with_retry_after(std::time::Duration::from_secs(1))
+}
+
+/// The answer of a write.
+pub fn written(row: &Row, changed: bool) -> MemoryWritten {
+    MemoryWritten {
+        memory_key: row.memory_key.clone(),
+        namespace: row.namespace.clone(),
+        agent: row.agent.clone(),
+        version: row.version,
+        changed,
+        content_hash: row.content_hash.clone(),
+    }
+}
+
+/// `memory.set`.
+pub async fn set(store: &Store, cx: &OpCx, input: MemorySet) -> OpResult<MemoryWritten> {
+    let key = input.memory_key.as_str();
+    validate::key("memory_key", key)?;
+    validate::content(&input.content)?;
+    let kind = input.kind.as_deref().map(validate::kind).transpose()?;
+    let labels = input.labels.as_deref().map(validate::labels).transpose()?;
+    let expires_ms = input
+        .expires_at
+        .as_deref()
+        .map(|s| validate::time("expires_at", s))
+        .transpose()?;
+    let hash = validate::content_hash(&input.content);
+
+    let mut tx = store.begin_write().await?;
+    require_namespace(tx.conn(), cx).await?;
+    blacklist::check(tx.conn(), cx, &input.content).await?;
+    if sql::key_locked(tx.conn(), cx, key).await? {
+        return Err(locked(key));
+    }
+    let now = now_ms();
+    for _ in 0..RETRIES {
+        match sql::own(tx.conn(), cx, &cx.scope.agent, key).await? {
+            None => {
+                let row = Row {
+                    org: cx.scope.org.clone(),
+                    namespace: cx.scope.namespace.clone(),
+                    agent: cx.scope.agent.clone(),
+                    memory_key: key.to_owned(),
+                    content: input.content.clone(),
+                    kind: kind
+                        .clone()
+                        .unwrap_or_else(|| validate::DEFAULT_KIND.to_owned()),
+                    labels: validate::labels_json(labels.as_deref().unwrap_or_default()),
+                    source: input.source.clone().unwrap_or_default(),
+                    content_hash: hash.clone(),
+                    version: 1,
+                    pinned: 0,
+                    locked: 0,
+                    deleted: 0,
+                    expires_ms,
+                    recall_count: 0,
+                    last_recall_ms: None,
+                    created_ms: now,
+                    updated_ms: now,
+                };
+                if sql::insert(tx.conn(), cx, &row).await? {
+                    tx.commit(cx).await?;
+                    return Ok(written(&row, true));
+                }
+            }
+            Some(cur) => {
+                let mut new = cur.clone();
+                new.content = input.content.clone();
+                new.content_hash = hash.clone();
+                if let Some(k) = &kind {
+                    new.kind = k.clone();
+                }
+                if let Some(l) = &labels {
+                    new.labels = validate::labels_json(l);
+                }
+                if let Some(s) = &input.source {
+                    new.source = s.clone();
+                }
+                new.expires_ms = expires_ms;
+                new.deleted = 0;
+                if same(&cur, &new) && cur.live(now) {
+                    tx.rollback().await?;
+                    store.audit_outcome(cx, "noop").await?;
+                    return Ok(written(&cur, false));
+                }
+                new.updated_ms = now;
+                if sql::save(tx.conn(), cx, cur.version, &new, "set").await? {
+                    tx.commit(cx).await?;
+                    new.version = cur.version + 1;
+                    return Ok(written(&new, true));
+                }
+            }
+        }
+    }
+    Err(too_busy(key))
+}
+
+fn same(a: &Row, b: &Row) -> bool {
+    a.content == b.content
+        && a.kind == b.kind
+        && a.labels == b.labels
+        && a.source == b.source
+        && a.expires_ms == b.expires_ms
+        && a.deleted == b.deleted
+        && a.pinned == b.pinned
+        && a.locked == b.locked
+}
+
+/// `memory.update`.
+pub async fn update(store: &Store, cx: &OpCx, input: MemoryUpdate) -> OpResult<MemoryWritten> {
+    let key = input.memory_key.as_str();
+    validate::key("memory_key", key)?;
+    if input.content.is_none()
+        && input.kind.is_none()
+        && input.labels.is_none()
+        && input.source.is_none()
+        && input.expires_at.is_none()
+    {
+        return Err(validate::invalid(
+            "content",
+            "nothing to change: name content, kind, labels, source or expires_at",
+        ));
+    }
+    if let Some(c) = &input.content {
+        validate::content(c)?;
+    }
+    let kind = input.kind.as_deref().map(validate::kind).transpose()?;
+    let labels = input.labels.as_deref().map(validate::labels).transpose()?;
+    let expires_ms = input
+        .expires_at
+        .as_deref()
+        .map(|s| validate::time("expires_at", s))
+        .transpose()?;
+
+    let mut tx = store.begin_write().await?;
+    require_namespace(tx.conn(), cx).await?;
+    if let Some(c) = &input.content {
+        blacklist::check(tx.conn(), cx, c).await?;
+    }
+    let now = now_ms();
+    for _ in 0..RETRIES {
+        let Some(cur) = sql::resolve(tx.conn(), cx, input.agent.is_some(), key, now, false).await?
+        else {
+            return Err(not_found(cx, key));
+        };
+        if let Some(expected) = input.if_version
+            && expected != cur.version
+        {
+            return Err(sql::version_conflict(key, expected, cur.version));
+        }
+        if cur.locked != 0 {
+            return Err(locked(key));
+        }
+        let mut new = cur.clone();
+        if let Some(c) = &input.content {
+            new.content = c.clone();
+            new.content_hash = validate::content_hash(c);
+        }
+        if let Some(k) = &kind {
+            new.kind = k.clone();
+        }
+        if let Some(l) = &labels {
+            new.labels = validate::labels_json(l);
+        }
+        if let Some(s) = &input.source {
+            new.source = s.clone();
+        }
+        if expires_ms.is_some() {
+            new.expires_ms = expires_ms;
+        }
+        if same(&cur, &new) {
+            tx.rollback().await?;
+            return Ok(written(&cur, false));
+        }
+        new.updated_ms = now;
+        if sql::save(tx.conn(), cx, cur.version, &new, "update").await? {
+            tx.commit(cx).await?;
+            new.version = cur.version + 1;
+            return Ok(written(&new, true));
+        }
+        if let Some(expected) = input.if_version {
+            return Err(sql::conflict(tx.conn(), &cur, expected).await?);
+        }
+    }
+    Err(too_busy(key))
+}
+
+/// A one-field change of one memory: delete, pin, unpin, lock, unlock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Soft delete (pinned → PINNED_CONFLICT).
+    Delete,
+    /// Pin.
+    Pin,
+    /// Unpin.
+    Unpin,
+    /// Lock.
+    Lock,
+    /// Unlock.
+    Unlock,
+}
+
+impl Change {
+    fn name(self) -> &'static str {
+        match self {
+            Change::Delete => "delete",
+            Change::Pin => "pin",
+            Change::Unpin => "unpin",
+            Change::Lock => "lock",
+            Change::Unlock => "unlock",
+        }
+    }
+
+    /// The row after the change; an error when the row refuses it.
+    fn apply(self, cur: &Row) -> OpResult<Row> {
+        let mut new = cur.clone();
+        if cur.locked != 0 && !matches!(self, Change::Unlock | Change::Lock) {
+            return Err(locked(&cur.memory_key));
+        }
+        match self {
+            Change::Delete if cur.pinned != 0 => {
+                return Err(LoomError::new(
+                    ErrorCode::PinnedConflict,
+                    format!(
+                        "{} is pinned; memory.unpin it before deleting. Nothing was written",
+                        cur.memory_key
+                    ),
+                )
+                .with_detail("memory_key", cur.memory_key.clone()));
+            }
+            Change::Delete => new.deleted = 1,
+            Change::Pin => new.pinned = 1,
+            Change::Unpin => new.pinned = 0,
+            Change::Lock => new.locked = 1,
+            Change::Unlock => new.locked = 0,
+        }
+        Ok(new)
+    }
+}
+
+/// `memory.delete`, `memory.pin`, `memory.unpin`, `memory.lock`, `memory.unlock`.
+pub async fn change(
+    store: &Store,
+    cx: &OpCx,
+    input: MemoryKey,
+    change: Change,
+) -> OpResult<MemoryWritten> {
+    let key = input.memory_key.as_str();
+    validate::key("memory_key", key)?;
+    let mut tx = store.begin_write().await?;
+    require_namespace(tx.conn(), cx).await?;
+    let now = now_ms();
+    for _ in 0..RETRIES {
+        let Some(cur) = sql::resolve(tx.conn(), cx, input.agent.is_some(), key, now, false).await?
+        else {
+            return Err(not_found(cx, key));
+        };
+        if let Some(expected) = input.if_version
+            && expected != cur.version
+        {
+            return Err(sql::version_conflict(key, expected, cur.version));
+        }
+        let mut new = change.apply(&cur)?;
+        if same(&cur, &new) {
+            tx.rollback().await?;
+            store.audit_outcome(cx, "noop").await?;
+            return Ok(written(&cur, false));
+        }
+        new.updated_ms = now;
+        if sql::save(tx.conn(), cx, cur.version, &new, change.name()).await? {
+            tx.commit(cx).await?;
+            new.version = cur.version + 1;
+            return Ok(written(&new, true));
+        }
+        if let Some(expected) = input.if_version {
+            return Err(sql::conflict(tx.conn(), &cur, expected).await?);
+        }
+    }
+    Err(too_busy(key))
+}

@@ -1,0 +1,78 @@
+//! The namespace plane: what namespaces an org has and what they hold.
+
+pub mod model;
+pub mod store;
+
+use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
+
+use self::model::{Namespace, NamespaceGet, NamespaceList, NamespacePage};
+use crate::memory::validate;
+use crate::store::{Store, db_error};
+
+/// Describes one namespace: its kind (personal, memory, collection, code,
+/// tracker), whether it is restricted, its description and how many live
+/// memories it holds. To find namespaces use namespace.list_mine.
+#[loom_op(role = "viewer", idempotent, toolsets(assistant))]
+async fn get(cx: &OpCx, _input: NamespaceGet) -> OpResult<Namespace> {
+    let store = cx.service::<Store>()?;
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let names = [cx.scope.namespace.clone()];
+    let found = store::list(&mut conn, cx, Some(&names), None, "", 1).await?;
+    found.into_iter().next().ok_or_else(|| {
+        LoomError::new(
+            ErrorCode::ResourceNotFound,
+            format!(
+                "namespace {:?} does not exist in org {:?}",
+                cx.scope.namespace, cx.scope.org
+            ),
+        )
+        .with_detail("namespace", cx.scope.namespace.clone())
+    })
+}
+
+/// Lists the namespaces you work in: your default one and those your token
+/// names. For one namespace's details use namespace.get.
+#[loom_op(role = "viewer", idempotent)]
+async fn list_mine(cx: &OpCx, input: NamespaceList) -> OpResult<NamespacePage> {
+    let mut names = cx.caller.namespaces.clone();
+    names.push(cx.scope.namespace.clone());
+    names.sort();
+    names.dedup();
+    page(cx, input, Some(&names)).await
+}
+
+/// Lists every namespace of the org by name, with kind and size. On MCP,
+/// namespace.list_mine lists the ones the caller works in.
+#[loom_op(
+    role = "viewer",
+    idempotent,
+    mcp_hidden = "use namespace.list_mine, which lists the namespaces you work in"
+)]
+async fn list(cx: &OpCx, input: NamespaceList) -> OpResult<NamespacePage> {
+    page(cx, input, None).await
+}
+
+async fn page(
+    cx: &OpCx,
+    input: NamespaceList,
+    names: Option<&[String]>,
+) -> OpResult<NamespacePage> {
+    let limit = validate::limit(input.limit, 50, 200)?;
+    let kind = input.kind.as_deref().map(validate::kind).transpose()?;
+    let after = input.cursor.unwrap_or_default();
+    let store = cx.service::<Store>()?;
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut namespaces =
+        store::list(&mut conn, cx, names, kind.as_deref(), &after, limit + 1).await?;
+    let more = namespaces.len() as i64 > limit;
+    namespaces.truncate(limit as usize);
+    let next_cursor = if more {
+        namespaces.last().map(|n| n.namespace.clone())
+    } else {
+        None
+    };
+    Ok(NamespacePage {
+        namespaces,
+        next_cursor,
+    })
+}

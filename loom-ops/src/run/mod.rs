@@ -1,0 +1,113 @@
+//! The run plane: a unit of an agent's work, from run.begin to run.complete.
+//! Writes made with the run's id carry it in their version history.
+
+pub mod model;
+pub mod store;
+
+use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
+
+use self::model::{Run, RunBegin, RunComplete, RunDetail, RunGet};
+use crate::memory::validate;
+use crate::scope::require_namespace;
+use crate::store::{Store, db_error, now_ms};
+
+/// Starts a run: a unit of work whose writes and working memory carry its
+/// run_id. Pass the returned run_id to working_memory.set and end the run
+/// with run.complete.
+#[loom_op(role = "writer", run_scoped = false, toolsets(atomic))]
+async fn begin(cx: &OpCx, input: RunBegin) -> OpResult<Run> {
+    let run_id = match input.run_id {
+        Some(id) => {
+            validate::key("run_id", &id)?;
+            id
+        }
+        None => uuid::Uuid::now_v7().to_string(),
+    };
+    let goal = input.goal.unwrap_or_default();
+    if goal.len() > validate::MAX_CONTENT_BYTES {
+        return Err(validate::invalid("goal", "goal is over 64 KiB"));
+    }
+    let store = cx.service::<Store>()?;
+    let mut tx = store.begin_write().await?;
+    require_namespace(tx.conn(), cx).await?;
+    let row = store::Row {
+        run_id: run_id.clone(),
+        namespace: cx.scope.namespace.clone(),
+        agent: cx.scope.agent.clone(),
+        goal,
+        status: "open".into(),
+        summary: String::new(),
+        started_ms: now_ms(),
+        completed_ms: None,
+    };
+    if !store::insert(tx.conn(), cx, &row).await? {
+        let existing = store::get(tx.conn(), cx, &run_id).await?;
+        tx.rollback().await?;
+        return match existing {
+            Some(r) if r.status == "open" && r.agent == cx.scope.agent && r.goal == row.goal => {
+                Ok(r.to_run(false))
+            }
+            _ => Err(validate::invalid(
+                "run_id",
+                format!("run_id {run_id:?} is already used"),
+            )),
+        };
+    }
+    tx.commit(cx).await?;
+    Ok(row.to_run(true))
+}
+
+/// Ends a run begun with run.begin as succeeded (default), failed or
+/// abandoned, with a summary of what came of it. Completing a run that has
+/// already ended changes nothing and returns it as it is.
+#[loom_op(role = "writer", idempotent, run_scoped = false, toolsets(atomic))]
+async fn complete(cx: &OpCx, input: RunComplete) -> OpResult<Run> {
+    validate::key("run_id", &input.run_id)?;
+    let summary = input.summary.unwrap_or_default();
+    if summary.len() > validate::MAX_CONTENT_BYTES {
+        return Err(validate::invalid("summary", "summary is over 64 KiB"));
+    }
+    let store = cx.service::<Store>()?;
+    let mut tx = store.begin_write().await?;
+    require_namespace(tx.conn(), cx).await?;
+    let changed = store::close(
+        tx.conn(),
+        cx,
+        &input.run_id,
+        input.status.as_str(),
+        &summary,
+        now_ms(),
+    )
+    .await?;
+    let Some(row) = store::get(tx.conn(), cx, &input.run_id).await? else {
+        return Err(LoomError::new(
+            ErrorCode::ResourceNotFound,
+            format!("no run {:?} in this namespace", input.run_id),
+        )
+        .with_detail("run_id", input.run_id));
+    };
+    tx.commit(cx).await?;
+    Ok(row.to_run(changed))
+}
+
+/// Shows one run: its goal, status and summary, its working memory notes
+/// and the memory changes made in it. To end it use run.complete.
+#[loom_op(role = "viewer", idempotent, run_scoped = false)]
+async fn get(cx: &OpCx, input: RunGet) -> OpResult<RunDetail> {
+    validate::key("run_id", &input.run_id)?;
+    let store = cx.service::<Store>()?;
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    require_namespace(&mut conn, cx).await?;
+    let Some(row) = store::get(&mut conn, cx, &input.run_id).await? else {
+        return Err(LoomError::new(
+            ErrorCode::ResourceNotFound,
+            format!("no run {:?} in this namespace", input.run_id),
+        )
+        .with_detail("run_id", input.run_id));
+    };
+    Ok(RunDetail {
+        run: row.to_run(false),
+        working_memory: store::notes(&mut conn, cx, &input.run_id).await?,
+        changes: store::changes(&mut conn, cx, &input.run_id).await?,
+    })
+}

@@ -1,0 +1,169 @@
+//! Runs in SQL.
+
+use loom_core::{OpCx, OpResult};
+use sqlx::AnyConnection;
+
+use super::model::Run;
+use crate::store::{db_error, rfc3339};
+
+/// A `runs` row.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct Row {
+    pub run_id: String,
+    pub namespace: String,
+    pub agent: String,
+    pub goal: String,
+    pub status: String,
+    pub summary: String,
+    pub started_ms: i64,
+    pub completed_ms: Option<i64>,
+}
+
+const COLUMNS: &str = "run_id, namespace, agent, goal, status, summary, started_ms, completed_ms";
+
+impl Row {
+    /// The API shape.
+    pub fn to_run(&self, changed: bool) -> Run {
+        Run {
+            run_id: self.run_id.clone(),
+            namespace: self.namespace.clone(),
+            agent: self.agent.clone(),
+            goal: self.goal.clone(),
+            status: self.status.clone(),
+            summary: self.summary.clone(),
+            started_at: rfc3339(self.started_ms),
+            completed_at: self.completed_ms.map(rfc3339),
+            changed,
+        }
+    }
+}
+
+/// One run of the namespace.
+pub async fn get(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> OpResult<Option<Row>> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 AND run_id = $3"
+    ))
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(run_id)
+    .fetch_optional(conn)
+    .await
+    .map_err(db_error)
+}
+
+/// The namespace's most recent runs, newest first.
+pub async fn recent(conn: &mut AnyConnection, cx: &OpCx, limit: i64) -> OpResult<Vec<Row>> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 ORDER BY started_ms DESC, run_id LIMIT $3"
+    ))
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)
+}
+
+/// Inserts an open run; false when the id is taken.
+pub async fn insert(conn: &mut AnyConnection, cx: &OpCx, row: &Row) -> OpResult<bool> {
+    let done = sqlx::query(
+        "INSERT INTO runs (org, namespace, run_id, agent, subject, goal, status, summary, started_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'open', '', $7) ON CONFLICT (org, namespace, run_id) DO NOTHING",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(&row.run_id)
+    .bind(&row.agent)
+    .bind(&cx.caller.subject)
+    .bind(&row.goal)
+    .bind(row.started_ms)
+    .execute(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Closes an open run; false when it is not open.
+pub async fn close(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    run_id: &str,
+    status: &str,
+    summary: &str,
+    now: i64,
+) -> OpResult<bool> {
+    let done = sqlx::query(
+        "UPDATE runs SET status = $1, summary = $2, completed_ms = $3 \
+         WHERE org = $4 AND namespace = $5 AND run_id = $6 AND status = 'open'",
+    )
+    .bind(status)
+    .bind(summary)
+    .bind(now)
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(run_id)
+    .execute(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The run's working memory notes, by name.
+pub async fn notes(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    run_id: &str,
+) -> OpResult<Vec<crate::working_memory::model::WorkingMemory>> {
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT name, content, updated_ms FROM working_memory WHERE org = $1 AND namespace = $2 AND run_id = $3 \
+         ORDER BY name",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(run_id)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(name, content, updated_ms)| crate::working_memory::model::WorkingMemory {
+                run_id: run_id.to_owned(),
+                name,
+                bytes: content.len() as i64,
+                content,
+                updated_at: rfc3339(updated_ms),
+            },
+        )
+        .collect())
+}
+
+/// The memory changes made in the run, oldest first.
+pub async fn changes(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    run_id: &str,
+) -> OpResult<Vec<super::model::RunChange>> {
+    let rows: Vec<(String, String, i64, String, i64)> = sqlx::query_as(
+        "SELECT memory_key, agent, version, change, at_ms FROM memory_versions \
+         WHERE org = $1 AND namespace = $2 AND run_id = $3 ORDER BY at_ms, memory_key, version LIMIT 200",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(run_id)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(memory_key, agent, version, change, at_ms)| super::model::RunChange {
+                memory_key,
+                agent,
+                version,
+                change,
+                at: rfc3339(at_ms),
+            },
+        )
+        .collect())
+}

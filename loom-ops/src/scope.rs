@@ -1,0 +1,27 @@
+//! Checks on the scope the pipeline resolved for a call.
+
+use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
+
+use crate::store::db_error;
+
+/// Refuses a call whose namespace does not exist in its org.
+pub async fn require_namespace(conn: &mut sqlx::AnyConnection, cx: &OpCx) -> OpResult<()> {
+    let found: Option<(String,)> =
+        sqlx::query_as("SELECT namespace FROM namespaces WHERE org = $1 AND namespace = $2")
+            .bind(&cx.scope.org)
+            .bind(&cx.scope.namespace)
+            .fetch_optional(conn)
+            .await
+            .map_err(db_error)?;
+    match found {
+        Some(_) => Ok(()),
+        None => Err(LoomError::new(
+            ErrorCode::ResourceNotFound,
+            format!(
+                "namespace {:?} does not exist in org {:?}",
+                cx.scope.namespace, cx.scope.org
+            ),
+        )
+        .with_detail("namespace", cx.scope.namespace.clone())),
+    }
+}

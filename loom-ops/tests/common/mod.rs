@@ -1,0 +1,184 @@
+//! Test harness: a store with an org and namespaces, and op calls made
+//! through the registry (schema validation, then the type-erased handler),
+//! as the pipeline makes them.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use loom_core::{Caller, LoomError, OpCx, Registry, Scope, Services};
+use loom_ops::store::testing::{self, TestStore};
+use loom_ops::store::{Store, now_ms};
+use serde_json::Value;
+
+/// The org every test acts in.
+pub const ORG: &str = "acme";
+/// The caller's namespace.
+pub const NS: &str = "main";
+/// A second namespace of the org.
+pub const OTHER_NS: &str = "team";
+/// The calling agent.
+pub const AGENT: &str = "alice";
+
+/// One backend, seeded, with services holding its store.
+pub struct Harness {
+    pub t: TestStore,
+    services: Arc<Services>,
+}
+
+/// A harness per backend this machine can test.
+pub async fn all() -> Vec<Harness> {
+    let mut out = Vec::new();
+    for t in testing::all().await {
+        out.push(Harness::seeded(t).await);
+    }
+    out
+}
+
+/// A SQLite harness.
+pub async fn sqlite() -> Harness {
+    Harness::seeded(testing::sqlite().await).await
+}
+
+fn services(store: Store) -> Arc<Services> {
+    let mut s = Services::new();
+    s.insert(store);
+    Arc::new(s)
+}
+
+impl Harness {
+    async fn seeded(t: TestStore) -> Harness {
+        let w = t.store.writer();
+        sqlx::query("INSERT INTO orgs (org, created_ms) VALUES ($1, $2)")
+            .bind(ORG)
+            .bind(now_ms())
+            .execute(w)
+            .await
+            .unwrap();
+        for ns in [NS, OTHER_NS] {
+            sqlx::query("INSERT INTO namespaces (org, namespace, created_ms) VALUES ($1, $2, $3)")
+                .bind(ORG)
+                .bind(ns)
+                .bind(now_ms())
+                .execute(w)
+                .await
+                .unwrap();
+        }
+        let services = services(t.store.clone());
+        Harness { t, services }
+    }
+
+    /// The backend's name, for assertion messages.
+    pub fn name(&self) -> &'static str {
+        self.t.name()
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.t.store
+    }
+
+    /// Closes the store and opens the same database again (a restart).
+    pub async fn restart(&mut self) {
+        self.t.store.close().await;
+        let store = Store::open(self.t.options.clone()).await.expect("reopen");
+        self.t.store = store.clone();
+        self.services = services(store);
+    }
+
+    /// Calls `op` as [`AGENT`].
+    pub async fn call(&self, op: &str, args: Value) -> Result<Value, LoomError> {
+        self.call_as(AGENT, op, args).await
+    }
+
+    /// Calls `op` as `agent`: validation against the op's schema, scope
+    /// from the arguments (explicit namespace and agent win), then the handler.
+    pub async fn call_as(&self, agent: &str, op: &str, args: Value) -> Result<Value, LoomError> {
+        self.call_in(agent, Some("run-1"), op, args).await
+    }
+
+    /// Calls `op` as `agent` in run `run_id` (`None`: outside any run).
+    pub async fn call_in(
+        &self,
+        agent: &str,
+        run_id: Option<&str>,
+        op: &str,
+        args: Value,
+    ) -> Result<Value, LoomError> {
+        self.call_with_token(agent, run_id, &[], op, args).await
+    }
+
+    /// Calls `op` with a token that names `token_namespaces`.
+    pub async fn call_with_token(
+        &self,
+        agent: &str,
+        run_id: Option<&str>,
+        token_namespaces: &[&str],
+        op: &str,
+        args: Value,
+    ) -> Result<Value, LoomError> {
+        loom_ops::link();
+        let registry = Registry::global().expect("valid registry");
+        let entry = registry.get(op).unwrap_or_else(|| panic!("no op {op}"));
+        entry
+            .validator()
+            .check(&entry.name, &args, !entry.read_only())?;
+        let mut cx = OpCx::new(entry.name.as_str(), self.services.clone());
+        cx.audit = entry.meta.audit;
+        cx.request_id = uuid::Uuid::new_v4().to_string();
+        cx.caller = Caller {
+            subject: "user:1".into(),
+            org: ORG.into(),
+            namespaces: token_namespaces.iter().map(|n| (*n).to_owned()).collect(),
+            ..Caller::default()
+        };
+        cx.scope = Scope {
+            org: ORG.into(),
+            namespace: args
+                .get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or(NS)
+                .into(),
+            agent: args
+                .get("agent")
+                .and_then(Value::as_str)
+                .unwrap_or(agent)
+                .into(),
+            role: None,
+        };
+        cx.run_id = run_id.map(str::to_owned);
+        (entry.meta.call)(&cx, args).await
+    }
+
+    /// A count from SQL with no parameters but the org.
+    pub async fn count(&self, sql: &str) -> i64 {
+        let (n,): (i64,) = sqlx::query_as(sql)
+            .fetch_one(self.store().reader())
+            .await
+            .unwrap();
+        n
+    }
+
+    /// Rows in `table`.
+    pub async fn rows(&self, table: &str) -> i64 {
+        self.count(&format!("SELECT COUNT(*) FROM {table}")).await
+    }
+
+    /// Audit outcomes of `op`, in order.
+    pub async fn audit(&self, op: &str) -> Vec<String> {
+        let rows: Vec<(String,)> =
+            sqlx::query_as("SELECT outcome FROM audit_log WHERE op = $1 ORDER BY id")
+                .bind(op)
+                .fetch_all(self.store().reader())
+                .await
+                .unwrap();
+        rows.into_iter().map(|(o,)| o).collect()
+    }
+}
+
+/// The error code of a refusal.
+pub fn code(r: Result<Value, LoomError>) -> String {
+    match r {
+        Ok(v) => panic!("expected a refusal, got {v}"),
+        Err(e) => e.code().as_str().to_owned(),
+    }
+}

@@ -1,0 +1,1030 @@
+//! The memory plane end to end, through the registry, on every backend.
+
+mod common;
+
+use common::{AGENT, Harness, NS, code};
+use loom_ops::store::rfc3339;
+use serde_json::{Value, json};
+
+async fn content_of(h: &Harness, agent: &str, key: &str) -> Option<(String, i64, i64, i64, i64)> {
+    sqlx::query_as(
+        "SELECT content, version, deleted, pinned, locked FROM memories \
+         WHERE org = 'acme' AND namespace = 'main' AND agent = $1 AND memory_key = $2",
+    )
+    .bind(agent)
+    .bind(key)
+    .fetch_optional(h.store().reader())
+    .await
+    .unwrap()
+}
+
+async fn versions(h: &Harness, key: &str) -> i64 {
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM memory_versions WHERE memory_key = $1")
+        .bind(key)
+        .fetch_one(h.store().reader())
+        .await
+        .unwrap();
+    n
+}
+
+#[tokio::test]
+async fn set_stores_a_version_and_an_identical_set_writes_nothing() {
+    for h in common::all().await {
+        let n = h.name();
+        let out = h
+            .call("memory.set", json!({"memory_key": "deploy_window", "content": "Fridays 14:00", "kind": "decision", "labels": ["ops", "deploy"]}))
+            .await
+            .unwrap();
+        assert_eq!(out["version"], 1, "{n}");
+        assert_eq!(out["changed"], true, "{n}");
+        assert_eq!(
+            content_of(&h, AGENT, "deploy_window").await,
+            Some(("Fridays 14:00".into(), 1, 0, 0, 0)),
+            "{n}"
+        );
+        let (kind, labels): (String, String) =
+            sqlx::query_as("SELECT kind, labels FROM memories WHERE memory_key = 'deploy_window'")
+                .fetch_one(h.store().reader())
+                .await
+                .unwrap();
+        assert_eq!(
+            (kind.as_str(), labels.as_str()),
+            ("decision", r#"["deploy","ops"]"#),
+            "{n}"
+        );
+        let (run,): (Option<String>,) =
+            sqlx::query_as("SELECT run_id FROM memory_versions WHERE memory_key = 'deploy_window'")
+                .fetch_one(h.store().reader())
+                .await
+                .unwrap();
+        assert_eq!(run.as_deref(), Some("run-1"), "{n}");
+
+        let again = h
+            .call(
+                "memory.set",
+                json!({"memory_key": "deploy_window", "content": "Fridays 14:00"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(again["changed"], false, "{n}");
+        assert_eq!(again["version"], 1, "{n}");
+        assert_eq!(versions(&h, "deploy_window").await, 1, "{n}");
+
+        let changed = h
+            .call(
+                "memory.set",
+                json!({"memory_key": "deploy_window", "content": "Thursdays 10:00"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(changed["version"], 2, "{n}");
+        assert_eq!(
+            content_of(&h, AGENT, "deploy_window").await.unwrap().0,
+            "Thursdays 10:00",
+            "{n}"
+        );
+        assert_eq!(versions(&h, "deploy_window").await, 2, "{n}");
+        assert_eq!(h.audit("memory.set").await, ["ok", "noop", "ok"], "{n}");
+    }
+}
+
+#[tokio::test]
+async fn a_set_survives_a_restart_on_sqlite() {
+    let mut h = common::sqlite().await;
+    h.call(
+        "memory.set",
+        json!({"memory_key": "db", "content": "PostgreSQL 17"}),
+    )
+    .await
+    .unwrap();
+    h.restart().await;
+    let got = h
+        .call("memory.get", json!({"memory_key": "db"}))
+        .await
+        .unwrap();
+    assert_eq!(got["content"], "PostgreSQL 17");
+    assert_eq!(got["version"], 1);
+}
+
+#[tokio::test]
+async fn get_counts_recalls_records_exposures_and_falls_back_to_any_agent() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call_as(
+            "bob",
+            "memory.set",
+            json!({"memory_key": "style", "content": "tabs, see [[lint]]"}),
+        )
+        .await
+        .unwrap();
+        h.call_as(
+            "bob",
+            "memory.set",
+            json!({"memory_key": "lint", "content": "clippy -D warnings"}),
+        )
+        .await
+        .unwrap();
+        // alice has no row: bob's is served
+        let got = h
+            .call(
+                "memory.get",
+                json!({"memory_key": "style", "include_recall_breakdown": true, "follow": true}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(got["agent"], "bob", "{n}");
+        assert_eq!(got["recall_count"], 1, "{n}");
+        assert_eq!(
+            got["recall_breakdown"]["by_agent"],
+            json!([{"agent": "alice", "count": 1}]),
+            "{n}"
+        );
+        assert_eq!(got["followed"][0]["memory_key"], "lint", "{n}");
+        let (recalls,): (i64,) =
+            sqlx::query_as("SELECT recall_count FROM memories WHERE memory_key = 'style'")
+                .fetch_one(h.store().reader())
+                .await
+                .unwrap();
+        assert_eq!(recalls, 1, "{n}");
+        // one exposure for the row, one for the followed link
+        assert_eq!(h.rows("memory_exposures").await, 2, "{n}");
+
+        let trimmed = h
+            .call(
+                "memory.get",
+                json!({"memory_key": "style", "fields": ["content"]}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            trimmed,
+            json!({"memory_key": "style", "content": "tabs, see [[lint]]"}),
+            "{n}"
+        );
+        // naming the agent narrows to its row
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.get",
+                    json!({"memory_key": "style", "agent": "carol"})
+                )
+                .await
+            ),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.get",
+                    json!({"memory_key": "style", "if_version": 7})
+                )
+                .await
+            ),
+            "VERSION_CONFLICT",
+            "{n}"
+        );
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.get",
+                    json!({"memory_key": "style", "fields": ["colour"]})
+                )
+                .await
+            ),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn as_of_serves_the_version_current_then_and_history_lists_them() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "owner", "content": "Ann"}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "owner", "content": "Ben"}),
+        )
+        .await
+        .unwrap();
+        // fix the version times so the test does not depend on the clock
+        for (v, at) in [(1, 1_000_000_000_000_i64), (2, 1_000_000_100_000)] {
+            sqlx::query(
+                "UPDATE memory_versions SET at_ms = $1 WHERE memory_key = 'owner' AND version = $2",
+            )
+            .bind(at)
+            .bind(v)
+            .execute(h.store().writer())
+            .await
+            .unwrap();
+        }
+        let then = h
+            .call(
+                "memory.get",
+                json!({"memory_key": "owner", "as_of": rfc3339(1_000_000_050_000)}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (then["content"].clone(), then["version"].clone()),
+            (json!("Ann"), json!(1)),
+            "{n}"
+        );
+        let now = h
+            .call(
+                "memory.get",
+                json!({"memory_key": "owner", "as_of": rfc3339(1_000_000_200_000)}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(now["content"], "Ben", "{n}");
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.get",
+                    json!({"memory_key": "owner", "as_of": rfc3339(1)})
+                )
+                .await
+            ),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+
+        let page = h
+            .call("memory.history", json!({"memory_key": "owner", "limit": 1}))
+            .await
+            .unwrap();
+        assert_eq!(page["versions"].as_array().unwrap().len(), 1, "{n}");
+        assert_eq!(page["versions"][0]["content"], "Ben", "{n}");
+        assert_eq!(page["versions"][0]["run_id"], "run-1", "{n}");
+        let older = h
+            .call(
+                "memory.history",
+                json!({"memory_key": "owner", "cursor": page["next_cursor"]}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(older["versions"][0]["content"], "Ann", "{n}");
+        assert_eq!(older["versions"][0]["change"], "create", "{n}");
+        assert!(older.get("next_cursor").is_none(), "{n}");
+    }
+}
+
+#[tokio::test]
+async fn update_changes_only_what_it_names_and_checks_if_version() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "k", "content": "one", "labels": ["a"]}),
+        )
+        .await
+        .unwrap();
+        let out = h
+            .call(
+                "memory.update",
+                json!({"memory_key": "k", "labels": ["b"], "if_version": 1}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out["version"], 2, "{n}");
+        let (content, labels): (String, String) =
+            sqlx::query_as("SELECT content, labels FROM memories WHERE memory_key = 'k'")
+                .fetch_one(h.store().reader())
+                .await
+                .unwrap();
+        assert_eq!(
+            (content.as_str(), labels.as_str()),
+            ("one", r#"["b"]"#),
+            "{n}"
+        );
+
+        let stale = h
+            .call(
+                "memory.update",
+                json!({"memory_key": "k", "content": "two", "if_version": 1}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(stale.code().as_str(), "VERSION_CONFLICT", "{n}");
+        assert_eq!(stale.detail()["current_version"], 2, "{n}");
+        assert_eq!(content_of(&h, AGENT, "k").await.unwrap().0, "one", "{n}");
+        assert_eq!(versions(&h, "k").await, 2, "{n}");
+        assert_eq!(
+            code(h.call("memory.update", json!({"memory_key": "k"})).await),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.update",
+                    json!({"memory_key": "nope", "content": "x"})
+                )
+                .await
+            ),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn of_two_concurrent_updates_on_one_version_exactly_one_wins() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "race", "content": "start"}),
+        )
+        .await
+        .unwrap();
+        let (a, b) = tokio::join!(
+            h.call(
+                "memory.update",
+                json!({"memory_key": "race", "content": "from a", "if_version": 1})
+            ),
+            h.call(
+                "memory.update",
+                json!({"memory_key": "race", "content": "from b", "if_version": 1})
+            ),
+        );
+        let (won, lost) = match (a, b) {
+            (Ok(w), Err(l)) => (w, l),
+            (Err(l), Ok(w)) => (w, l),
+            other => panic!("{n}: expected one winner, got {other:?}"),
+        };
+        assert_eq!(won["version"], 2, "{n}");
+        assert_eq!(lost.code().as_str(), "VERSION_CONFLICT", "{n}");
+        assert_eq!(lost.detail()["current_version"], 2, "{n}");
+        assert_eq!(versions(&h, "race").await, 2, "{n}");
+        let stored = content_of(&h, AGENT, "race").await.unwrap();
+        assert!(stored.0 == "from a" || stored.0 == "from b", "{n}");
+        assert_eq!(stored.1, 2, "{n}");
+    }
+}
+
+#[tokio::test]
+async fn pins_refuse_delete_and_soft_delete_keeps_history() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "keep", "content": "important"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            h.call("memory.pin", json!({"memory_key": "keep"}))
+                .await
+                .unwrap()["version"],
+            2,
+            "{n}"
+        );
+        assert_eq!(
+            code(h.call("memory.delete", json!({"memory_key": "keep"})).await),
+            "PINNED_CONFLICT",
+            "{n}"
+        );
+        assert_eq!(
+            content_of(&h, AGENT, "keep").await.unwrap(),
+            ("important".into(), 2, 0, 1, 0),
+            "{n}"
+        );
+        h.call("memory.unpin", json!({"memory_key": "keep"}))
+            .await
+            .unwrap();
+        h.call("memory.delete", json!({"memory_key": "keep"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            content_of(&h, AGENT, "keep").await.unwrap(),
+            ("important".into(), 4, 1, 0, 0),
+            "{n}"
+        );
+        assert_eq!(
+            code(h.call("memory.get", json!({"memory_key": "keep"})).await),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+        let hist = h
+            .call("memory.history", json!({"memory_key": "keep"}))
+            .await
+            .unwrap();
+        let changes: Vec<&str> = hist["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["change"].as_str().unwrap())
+            .collect();
+        assert_eq!(changes, ["delete", "unpin", "pin", "create"], "{n}");
+        assert_eq!(
+            h.audit("memory.delete").await,
+            ["error:PINNED_CONFLICT", "ok"],
+            "{n}"
+        );
+        // setting it again brings it back as a new version
+        let back = h
+            .call(
+                "memory.set",
+                json!({"memory_key": "keep", "content": "important"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (back["version"].clone(), back["changed"].clone()),
+            (json!(5), json!(true)),
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_lock_refuses_every_change_until_unlocked() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "frozen", "content": "v1"}),
+        )
+        .await
+        .unwrap();
+        h.call("memory.lock", json!({"memory_key": "frozen"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.set",
+                    json!({"memory_key": "frozen", "content": "v2"})
+                )
+                .await
+            ),
+            "LOCKED",
+            "{n}"
+        );
+        // the lock holds the key for every agent
+        assert_eq!(
+            code(
+                h.call_as(
+                    "bob",
+                    "memory.set",
+                    json!({"memory_key": "frozen", "content": "v2"})
+                )
+                .await
+            ),
+            "LOCKED",
+            "{n}"
+        );
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.update",
+                    json!({"memory_key": "frozen", "content": "v2"})
+                )
+                .await
+            ),
+            "LOCKED",
+            "{n}"
+        );
+        assert_eq!(
+            code(
+                h.call("memory.delete", json!({"memory_key": "frozen"}))
+                    .await
+            ),
+            "LOCKED",
+            "{n}"
+        );
+        assert_eq!(
+            code(h.call("memory.pin", json!({"memory_key": "frozen"})).await),
+            "LOCKED",
+            "{n}"
+        );
+        assert_eq!(
+            content_of(&h, AGENT, "frozen").await.unwrap(),
+            ("v1".into(), 2, 0, 0, 1),
+            "{n}"
+        );
+        assert_eq!(content_of(&h, "bob", "frozen").await, None, "{n}");
+        assert_eq!(
+            h.audit("memory.set").await,
+            ["ok", "error:LOCKED", "error:LOCKED"],
+            "{n}"
+        );
+        h.call("memory.unlock", json!({"memory_key": "frozen"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            h.call(
+                "memory.set",
+                json!({"memory_key": "frozen", "content": "v2"})
+            )
+            .await
+            .unwrap()["version"],
+            4,
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_blacklist_refuses_matching_content_and_sweeps_existing_rows() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "a", "content": "the API key is 123"}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "b", "content": "api-key rotation is monthly"}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "c", "content": "nothing secret"}),
+        )
+        .await
+        .unwrap();
+        h.call("memory.pin", json!({"memory_key": "b"}))
+            .await
+            .unwrap();
+        let added = h
+            .call(
+                "blacklist.add",
+                json!({"pattern": "*api?key*", "sweep": true}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(added["added"], true, "{n}");
+        assert_eq!(
+            added["removed"],
+            json!([{"memory_key": "a", "agent": "alice"}]),
+            "{n}"
+        );
+        assert_eq!(
+            added["kept"],
+            json!([{"memory_key": "b", "agent": "alice", "reason": "pinned"}]),
+            "{n}"
+        );
+        assert_eq!(content_of(&h, AGENT, "a").await.unwrap().2, 1, "{n}");
+        assert_eq!(content_of(&h, AGENT, "c").await.unwrap().2, 0, "{n}");
+
+        let before = h.rows("memory_versions").await;
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.set",
+                    json!({"memory_key": "d", "content": "my Api_Key: x"})
+                )
+                .await
+            ),
+            "BLACKLISTED",
+            "{n}"
+        );
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.update",
+                    json!({"memory_key": "c", "content": "API KEY here"})
+                )
+                .await
+            ),
+            "BLACKLISTED",
+            "{n}"
+        );
+        assert_eq!(content_of(&h, AGENT, "d").await, None, "{n}");
+        assert_eq!(h.rows("memory_versions").await, before, "{n}");
+        // the same pattern again adds nothing
+        assert_eq!(
+            h.call("blacklist.add", json!({"pattern": "*api?key*"}))
+                .await
+                .unwrap()["added"],
+            false,
+            "{n}"
+        );
+        assert_eq!(h.rows("blacklist").await, 1, "{n}");
+        assert_eq!(
+            code(h.call("blacklist.add", json!({"pattern": "**"})).await),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn apply_dry_run_reports_exactly_what_the_real_run_changes() {
+    for h in common::all().await {
+        let n = h.name();
+        for (key, labels) in [
+            ("t/1", json!(["old"])),
+            ("t/2", json!(["old"])),
+            ("t/3", json!(["old", "x"])),
+            ("t/4", json!(["new"])),
+            ("u/1", json!(["old"])),
+        ] {
+            h.call(
+                "memory.set",
+                json!({"memory_key": key, "content": format!("content {key}"), "labels": labels}),
+            )
+            .await
+            .unwrap();
+        }
+        h.call_as(
+            "bob",
+            "memory.set",
+            json!({"memory_key": "t/5", "content": "bob's", "labels": ["old"]}),
+        )
+        .await
+        .unwrap();
+        h.call("memory.pin", json!({"memory_key": "t/2"}))
+            .await
+            .unwrap();
+        h.call("memory.lock", json!({"memory_key": "t/3"}))
+            .await
+            .unwrap();
+        let args = json!({"action": "delete", "filter": {"labels": ["old"], "key_prefix": "t/"}, "dry_run": true});
+        let before = h.rows("memory_versions").await;
+        let dry = h.call("memory.apply", args.clone()).await.unwrap();
+        assert_eq!(
+            h.rows("memory_versions").await,
+            before,
+            "{n}: a dry run writes nothing"
+        );
+        assert_eq!(dry["memory_keys"], json!(["t/1", "t/5"]), "{n}");
+        assert_eq!(
+            dry["skipped"],
+            json!([{"memory_key": "t/2", "agent": "alice", "reason": "pinned"}, {"memory_key": "t/3", "agent": "alice", "reason": "locked"}]),
+            "{n}"
+        );
+        let mut real_args = args;
+        real_args["dry_run"] = json!(false);
+        let real = h.call("memory.apply", real_args).await.unwrap();
+        assert_eq!(real["memory_keys"], dry["memory_keys"], "{n}");
+        assert_eq!(real["changed"], dry["changed"], "{n}");
+        let deleted: Vec<(String,)> =
+            sqlx::query_as("SELECT memory_key FROM memories WHERE deleted = 1 ORDER BY memory_key")
+                .fetch_all(h.store().reader())
+                .await
+                .unwrap();
+        assert_eq!(deleted, [("t/1".to_owned(),), ("t/5".to_owned(),)], "{n}");
+        assert_eq!(h.rows("memory_versions").await, before + 2, "{n}");
+        assert_eq!(h.audit("memory.apply").await, ["dry_run", "ok"], "{n}");
+
+        // label: only rows that lack the label change
+        let label = h.call("memory.apply", json!({"action": "label", "labels": ["x"], "filter": {"kind": "fact"}, "dry_run": true})).await.unwrap();
+        assert_eq!(label["memory_keys"], json!(["t/2", "t/4", "u/1"]), "{n}");
+        let labelled = h
+            .call(
+                "memory.apply",
+                json!({"action": "label", "labels": ["x"], "filter": {"kind": "fact"}}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(labelled["changed"], label["changed"], "{n}");
+        let (labels,): (String,) =
+            sqlx::query_as("SELECT labels FROM memories WHERE memory_key = 'u/1'")
+                .fetch_one(h.store().reader())
+                .await
+                .unwrap();
+        assert_eq!(labels, r#"["old","x"]"#, "{n}");
+
+        assert_eq!(
+            code(
+                h.call("memory.apply", json!({"action": "delete", "filter": {}}))
+                    .await
+            ),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.apply",
+                    json!({"action": "label", "filter": {"kind": "fact"}})
+                )
+                .await
+            ),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.apply",
+                    json!({"action": "delete", "filter": {"updated_before": "yesterday"}})
+                )
+                .await
+            ),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn list_reads_across_agents_in_key_order_with_paging() {
+    for h in common::all().await {
+        let n = h.name();
+        for k in ["b", "a", "c"] {
+            h.call("memory.set", json!({"memory_key": k, "content": k, "kind": if k == "c" { "procedure" } else { "fact" }})).await.unwrap();
+        }
+        h.call_as(
+            "bob",
+            "memory.set",
+            json!({"memory_key": "a", "content": "bob's a"}),
+        )
+        .await
+        .unwrap();
+        h.call("memory.delete", json!({"memory_key": "b"}))
+            .await
+            .unwrap();
+        let page = h.call("memory.list", json!({"limit": 2})).await.unwrap();
+        let keys = |v: &Value| -> Vec<String> {
+            v["memories"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{}@{}",
+                        m["memory_key"].as_str().unwrap(),
+                        m["agent"].as_str().unwrap()
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(keys(&page), ["a@alice", "a@bob"], "{n}");
+        let rest = h
+            .call(
+                "memory.list",
+                json!({"limit": 2, "cursor": page["next_cursor"]}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(keys(&rest), ["c@alice"], "{n}");
+        assert!(rest.get("next_cursor").is_none(), "{n}");
+        assert_eq!(
+            keys(
+                &h.call("memory.list", json!({"agent": "bob"}))
+                    .await
+                    .unwrap()
+            ),
+            ["a@bob"],
+            "{n}"
+        );
+        assert_eq!(
+            keys(
+                &h.call("memory.list", json!({"kind": "procedure"}))
+                    .await
+                    .unwrap()
+            ),
+            ["c@alice"],
+            "{n}"
+        );
+        assert_eq!(
+            code(h.call("memory.list", json!({"limit": -1})).await),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_its_code_and_writes_nothing() {
+    for h in common::all().await {
+        let n = h.name();
+        let long_key = "k".repeat(257);
+        let big = "x".repeat(64 * 1024 + 1);
+        let cases = [
+            (
+                "memory.set",
+                json!({"memory_key": "", "content": "x"}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.set",
+                json!({"memory_key": long_key, "content": "x"}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.set",
+                json!({"memory_key": "has space", "content": "x"}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.set",
+                json!({"memory_key": "k", "content": "  "}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.set",
+                json!({"memory_key": "k", "content": big}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.set",
+                json!({"memory_key": "k", "content": "x", "kind": "Big Kind"}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.set",
+                json!({"memory_key": "k", "content": "x", "expires_at": "soon"}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.set",
+                json!({"memory_key": "k", "content": "x", "namespace": "nowhere"}),
+                "RESOURCE_NOT_FOUND",
+            ),
+            (
+                "memory.set",
+                json!({"memory_key": "k"}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.set",
+                json!({"memory_key": "k", "contnet": "x"}),
+                "UNKNOWN_ARGUMENT",
+            ),
+            (
+                "memory.get",
+                json!({"memory_key": "k", "as_of": "not a time"}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.get",
+                json!({"memory_key": "k", "namespace": "nowhere"}),
+                "RESOURCE_NOT_FOUND",
+            ),
+            (
+                "memory.history",
+                json!({"memory_key": "k", "limit": -5}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.delete",
+                json!({"memory_key": "k"}),
+                "RESOURCE_NOT_FOUND",
+            ),
+        ];
+        for (op, args, expected) in cases {
+            assert_eq!(
+                code(h.call(op, args.clone()).await),
+                expected,
+                "{n}: {op} {args}"
+            );
+        }
+        assert_eq!(h.rows("memories").await, 0, "{n}");
+        assert_eq!(h.rows("memory_versions").await, 0, "{n}");
+    }
+}
+
+#[tokio::test]
+async fn namespaces_keep_memories_apart() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "k", "content": "main's"}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "k", "content": "team's", "namespace": "team"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            h.call("memory.get", json!({"memory_key": "k"}))
+                .await
+                .unwrap()["content"],
+            "main's",
+            "{n}"
+        );
+        assert_eq!(
+            h.call(
+                "memory.get",
+                json!({"memory_key": "k", "namespace": "team"})
+            )
+            .await
+            .unwrap()["content"],
+            "team's",
+            "{n}"
+        );
+        assert_eq!(NS, "main");
+    }
+}
+
+#[tokio::test]
+async fn concurrent_sets_of_a_new_key_both_land_as_versions() {
+    for h in common::all().await {
+        let n = h.name();
+        let (a, b) = tokio::join!(
+            h.call(
+                "memory.set",
+                json!({"memory_key": "fresh", "content": "from a"})
+            ),
+            h.call(
+                "memory.set",
+                json!({"memory_key": "fresh", "content": "from b"})
+            ),
+        );
+        let mut got = [
+            a.unwrap()["version"].as_i64().unwrap(),
+            b.unwrap()["version"].as_i64().unwrap(),
+        ];
+        got.sort();
+        assert_eq!(got, [1, 2], "{n}");
+        assert_eq!(versions(&h, "fresh").await, 2, "{n}");
+        assert_eq!(content_of(&h, AGENT, "fresh").await.unwrap().1, 2, "{n}");
+    }
+}
+
+#[tokio::test]
+async fn every_apply_action_changes_exactly_what_its_dry_run_reported() {
+    for h in common::all().await {
+        let n = h.name();
+        for action in ["delete", "expire", "lock", "label", "demote"] {
+            for (i, pin) in [(1, false), (2, true), (3, false)] {
+                let key = format!("{action}/{i}");
+                h.call(
+                    "memory.set",
+                    json!({"memory_key": key, "content": format!("c {key}")}),
+                )
+                .await
+                .unwrap();
+                if pin {
+                    h.call("memory.pin", json!({"memory_key": key}))
+                        .await
+                        .unwrap();
+                }
+            }
+            // only rows last changed before the cut-off match: 1 and 2
+            sqlx::query("UPDATE memories SET updated_ms = 1000 WHERE memory_key IN ($1, $2)")
+                .bind(format!("{action}/1"))
+                .bind(format!("{action}/2"))
+                .execute(h.store().writer())
+                .await
+                .unwrap();
+            let mut args = json!({"action": action, "filter": {"key_prefix": format!("{action}/"), "updated_before": rfc3339(2000)}, "dry_run": true});
+            if action == "label" {
+                args["labels"] = json!(["archived"]);
+            }
+            let dry = h.call("memory.apply", args.clone()).await.unwrap();
+            args["dry_run"] = json!(false);
+            let real = h.call("memory.apply", args).await.unwrap();
+            assert_eq!(real["changed"], dry["changed"], "{n} {action}");
+            assert_eq!(real["skipped"], dry["skipped"], "{n} {action}");
+            let expected: Vec<String> = match action {
+                // the pinned row is kept
+                "delete" | "expire" => vec![format!("{action}/1")],
+                // an unpinned, never-recalled row has nothing to demote
+                "demote" => vec![format!("{action}/2")],
+                _ => vec![format!("{action}/1"), format!("{action}/2")],
+            };
+            assert_eq!(real["memory_keys"], json!(expected), "{n} {action}");
+            // stored state: the changed rows carry a version named after the action
+            let (changed,): (i64,) = sqlx::query_as(
+                "SELECT COUNT(*) FROM memory_versions WHERE change = $1 AND memory_key LIKE $2",
+            )
+            .bind(action)
+            .bind(format!("{action}/%"))
+            .fetch_one(h.store().reader())
+            .await
+            .unwrap();
+            assert_eq!(changed, expected.len() as i64, "{n} {action}");
+            let untouched = content_of(&h, AGENT, &format!("{action}/3")).await.unwrap();
+            assert_eq!(untouched.1, 1, "{n} {action}: outside the filter");
+        }
+        // what each action left behind
+        assert_eq!(
+            code(
+                h.call("memory.get", json!({"memory_key": "expire/1"}))
+                    .await
+            ),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+        assert_eq!(content_of(&h, AGENT, "lock/2").await.unwrap().4, 1, "{n}");
+        let (labels,): (String,) =
+            sqlx::query_as("SELECT labels FROM memories WHERE memory_key = 'label/2'")
+                .fetch_one(h.store().reader())
+                .await
+                .unwrap();
+        assert_eq!(labels, r#"["archived"]"#, "{n}");
+        let demoted = content_of(&h, AGENT, "demote/2").await.unwrap();
+        assert_eq!(demoted.3, 0, "{n}: demote unpins");
+    }
+}

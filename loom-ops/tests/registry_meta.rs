@@ -1,0 +1,159 @@
+//! The memory-plane ops carry the roles, flags and toolsets the MCP
+//! reference's toolsets table and the op conventions give them.
+
+use loom_core::{Registry, Role, Toolset};
+
+fn op(name: &str) -> &'static loom_core::Op {
+    loom_ops::link();
+    Registry::global()
+        .expect("valid registry")
+        .get(name)
+        .unwrap_or_else(|| panic!("no op {name}"))
+}
+
+#[test]
+fn toolsets_follow_the_reference_table() {
+    let rosters: [(Toolset, &[&str]); 4] = [
+        (
+            Toolset::Core,
+            &[
+                "memory.set",
+                "memory.update",
+                "memory.delete",
+                "memory.pin",
+                "memory.get",
+                "memory.history",
+                "memory.apply",
+                "memory.lock",
+                "blacklist.add",
+                "context.pack",
+            ],
+        ),
+        (
+            Toolset::Coding,
+            &[
+                "memory.set",
+                "memory.update",
+                "memory.get",
+                "memory.delete",
+                "working_memory.set",
+                "context.pack",
+            ],
+        ),
+        (
+            Toolset::Atomic,
+            &[
+                "memory.set",
+                "memory.get",
+                "memory.delete",
+                "memory.ask",
+                "working_memory.set",
+                "working_memory.append",
+                "run.begin",
+                "run.complete",
+            ],
+        ),
+        (
+            Toolset::Assistant,
+            &[
+                "namespace.get",
+                "memory.inspect",
+                "memory.search",
+                "memory.ask",
+                "memory.get",
+                "memory.list",
+                "memory.history",
+                "memory.provenance",
+                "memory.aggregate",
+            ],
+        ),
+    ];
+    let registry = Registry::global().expect("valid registry");
+    for (toolset, expected) in rosters {
+        let mut want: Vec<&str> = expected.to_vec();
+        want.sort();
+        let got: Vec<&str> = registry
+            .ops()
+            .iter()
+            .filter(|o| o.in_toolset(toolset) && !o.name.starts_with("ops."))
+            .map(|o| o.name.as_str())
+            .collect();
+        assert_eq!(got, want, "{toolset:?}");
+    }
+}
+
+#[test]
+fn roles_and_flags_follow_the_conventions() {
+    for name in [
+        "memory.get",
+        "memory.history",
+        "memory.list",
+        "memory.search",
+        "search.query",
+        "namespace.get",
+    ] {
+        let o = op(name);
+        assert_eq!(
+            (o.meta.role, o.meta.idempotent, o.read_only()),
+            (Role::Viewer, true, true),
+            "{name}"
+        );
+    }
+    let set = op("memory.set");
+    assert_eq!(
+        (set.meta.role, set.meta.audit, set.meta.idempotent),
+        (Role::Writer, true, true)
+    );
+    for name in [
+        "memory.delete",
+        "memory.apply",
+        "memory.lock",
+        "blacklist.add",
+    ] {
+        assert_eq!(
+            (op(name).meta.role, op(name).meta.audit),
+            (Role::Writer, true),
+            "{name}"
+        );
+    }
+    assert!(op("memory.apply").meta.destructive);
+    for name in ["memory.apply", "context.pack", "search.query"] {
+        assert_eq!(op(name).rate.as_str(), "heavy", "{name}");
+    }
+    for name in [
+        "run.begin",
+        "run.complete",
+        "working_memory.set",
+        "working_memory.append",
+    ] {
+        assert!(!op(name).meta.run_scoped, "{name}");
+    }
+    assert!(
+        op("memory.search")
+            .mcp_hidden()
+            .unwrap()
+            .contains("loom_search")
+    );
+    assert!(
+        op("namespace.list")
+            .mcp_hidden()
+            .unwrap()
+            .contains("namespace.list_mine")
+    );
+    assert!(op("namespace.list_mine").mcp_hidden().is_none());
+    assert!(op("search.query").meta.toolsets.is_empty());
+}
+
+#[test]
+fn every_memory_plane_op_has_a_curated_description() {
+    loom_ops::link();
+    for o in Registry::global().unwrap().ops() {
+        let doc = o.meta.doc.trim();
+        assert!(!doc.is_empty(), "{} has no doc comment", o.name);
+        assert!(
+            doc.split(". ").count() <= 5,
+            "{}: keep it to a few sentences",
+            o.name
+        );
+    }
+}

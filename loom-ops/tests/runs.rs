@@ -1,0 +1,345 @@
+//! run.*, working_memory.* and namespace.*, on every backend.
+
+mod common;
+
+use common::code;
+use serde_json::json;
+
+#[tokio::test]
+async fn a_run_begins_and_completes_once() {
+    for h in common::all().await {
+        let n = h.name();
+        let run = h
+            .call("run.begin", json!({"goal": "fix the flaky test"}))
+            .await
+            .unwrap();
+        let id = run["run_id"].as_str().unwrap().to_owned();
+        assert_eq!(
+            (run["status"].clone(), run["changed"].clone()),
+            (json!("open"), json!(true)),
+            "{n}"
+        );
+        let done = h
+            .call(
+                "run.complete",
+                json!({"run_id": id, "status": "failed", "summary": "could not reproduce"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (done["status"].clone(), done["changed"].clone()),
+            (json!("failed"), json!(true)),
+            "{n}"
+        );
+        let (status, summary, completed): (String, String, Option<i64>) =
+            sqlx::query_as("SELECT status, summary, completed_ms FROM runs WHERE run_id = $1")
+                .bind(&id)
+                .fetch_one(h.store().reader())
+                .await
+                .unwrap();
+        assert_eq!(
+            (status.as_str(), summary.as_str(), completed.is_some()),
+            ("failed", "could not reproduce", true),
+            "{n}"
+        );
+        // completing again changes nothing
+        let again = h
+            .call("run.complete", json!({"run_id": id, "status": "succeeded"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            (again["status"].clone(), again["changed"].clone()),
+            (json!("failed"), json!(false)),
+            "{n}"
+        );
+        assert_eq!(
+            code(h.call("run.complete", json!({"run_id": "nope"})).await),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+        // a chosen id is kept; reusing it for another goal is refused
+        let mine = h
+            .call("run.begin", json!({"run_id": "r-7", "goal": "a"}))
+            .await
+            .unwrap();
+        assert_eq!(mine["run_id"], "r-7", "{n}");
+        assert_eq!(
+            h.call("run.begin", json!({"run_id": "r-7", "goal": "a"}))
+                .await
+                .unwrap()["changed"],
+            false,
+            "{n}"
+        );
+        assert_eq!(
+            code(
+                h.call("run.begin", json!({"run_id": "r-7", "goal": "b"}))
+                    .await
+            ),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+        assert_eq!(h.rows("runs").await, 2, "{n}");
+    }
+}
+
+#[tokio::test]
+async fn working_memory_is_kept_per_run_and_name() {
+    for h in common::all().await {
+        let n = h.name();
+        let set = h
+            .call(
+                "working_memory.set",
+                json!({"run_id": "r1", "content": "step 1"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (set["name"].clone(), set["content"].clone()),
+            (json!("main"), json!("step 1")),
+            "{n}"
+        );
+        let app = h
+            .call(
+                "working_memory.append",
+                json!({"run_id": "r1", "content": "step 2"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(app["content"], "step 1\nstep 2", "{n}");
+        h.call(
+            "working_memory.append",
+            json!({"run_id": "r2", "content": "other run"}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "working_memory.set",
+            json!({"run_id": "r1", "name": "plan", "content": "A then B"}),
+        )
+        .await
+        .unwrap();
+        let rows: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT run_id, name, content FROM working_memory ORDER BY run_id, name",
+        )
+        .fetch_all(h.store().reader())
+        .await
+        .unwrap();
+        let expected = [
+            ("r1", "main", "step 1\nstep 2"),
+            ("r1", "plan", "A then B"),
+            ("r2", "main", "other run"),
+        ];
+        let rows: Vec<(&str, &str, &str)> = rows
+            .iter()
+            .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+            .collect();
+        assert_eq!(rows, expected, "{n}");
+        let replaced = h
+            .call(
+                "working_memory.set",
+                json!({"run_id": "r1", "content": "fresh"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(replaced["content"], "fresh", "{n}");
+
+        // over 64 KiB in all: refused, the note unchanged
+        let big = "x".repeat(40 * 1024);
+        h.call(
+            "working_memory.set",
+            json!({"run_id": "r3", "content": big.clone()}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            code(
+                h.call(
+                    "working_memory.append",
+                    json!({"run_id": "r3", "content": big})
+                )
+                .await
+            ),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+        let (len,): (i64,) = sqlx::query_as(
+            "SELECT CAST(LENGTH(content) AS BIGINT) FROM working_memory WHERE run_id = 'r3'",
+        )
+        .fetch_one(h.store().reader())
+        .await
+        .unwrap();
+        assert_eq!(len, 40 * 1024, "{n}");
+        assert_eq!(
+            code(
+                h.call("working_memory.set", json!({"run_id": "r1", "content": ""}))
+                    .await
+            ),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn working_memory_takes_the_calls_run_and_refuses_none() {
+    let h = common::sqlite().await;
+    let r = h
+        .call("working_memory.set", json!({"content": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(r["run_id"], "run-1");
+    let none = h
+        .call_in(
+            common::AGENT,
+            None,
+            "working_memory.set",
+            json!({"content": "y"}),
+        )
+        .await;
+    assert_eq!(code(none), "INVALID_ARGUMENTS");
+    assert_eq!(h.rows("working_memory").await, 1);
+}
+
+#[tokio::test]
+async fn namespaces_describe_themselves_and_list() {
+    for h in common::all().await {
+        let n = h.name();
+        sqlx::query("INSERT INTO namespaces (org, namespace, kind, restricted, description, created_ms) VALUES ('acme', 'secret', 'collection', TRUE, 'locked away', 1)")
+            .execute(h.store().writer())
+            .await
+            .unwrap();
+        h.call("memory.set", json!({"memory_key": "k", "content": "v"}))
+            .await
+            .unwrap();
+        let main = h.call("namespace.get", json!({})).await.unwrap();
+        assert_eq!(
+            (
+                main["namespace"].clone(),
+                main["memories"].clone(),
+                main["restricted"].clone()
+            ),
+            (json!("main"), json!(1), json!(false)),
+            "{n}"
+        );
+        let secret = h
+            .call("namespace.get", json!({"namespace": "secret"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            (secret["kind"].clone(), secret["restricted"].clone()),
+            (json!("collection"), json!(true)),
+            "{n}"
+        );
+        assert_eq!(
+            code(
+                h.call("namespace.get", json!({"namespace": "nowhere"}))
+                    .await
+            ),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+
+        let names = |v: &serde_json::Value| -> Vec<String> {
+            v["namespaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["namespace"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let all = h.call("namespace.list", json!({"limit": 2})).await.unwrap();
+        assert_eq!(names(&all), ["main", "secret"], "{n}");
+        let rest = h
+            .call("namespace.list", json!({"cursor": all["next_cursor"]}))
+            .await
+            .unwrap();
+        assert_eq!(names(&rest), ["team"], "{n}");
+        assert_eq!(
+            names(
+                &h.call("namespace.list", json!({"kind": "collection"}))
+                    .await
+                    .unwrap()
+            ),
+            ["secret"],
+            "{n}"
+        );
+        assert_eq!(
+            names(&h.call("namespace.list_mine", json!({})).await.unwrap()),
+            ["main"],
+            "{n}"
+        );
+        assert_eq!(
+            code(h.call("namespace.list", json!({"limit": -1})).await),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn run_get_shows_the_notes_and_changes_of_a_run() {
+    for h in common::all().await {
+        let n = h.name();
+        let run = h.call("run.begin", json!({"goal": "tidy"})).await.unwrap();
+        let id = run["run_id"].as_str().unwrap().to_owned();
+        h.call_in(
+            common::AGENT,
+            Some(&id),
+            "memory.set",
+            json!({"memory_key": "a", "content": "x"}),
+        )
+        .await
+        .unwrap();
+        h.call_in(
+            common::AGENT,
+            Some(&id),
+            "memory.pin",
+            json!({"memory_key": "a"}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "b", "content": "other run"}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "working_memory.set",
+            json!({"run_id": id, "content": "half done"}),
+        )
+        .await
+        .unwrap();
+        let got = h.call("run.get", json!({"run_id": id})).await.unwrap();
+        assert_eq!(
+            (got["run"]["goal"].clone(), got["run"]["status"].clone()),
+            (json!("tidy"), json!("open")),
+            "{n}"
+        );
+        assert_eq!(got["working_memory"][0]["content"], "half done", "{n}");
+        let changes: Vec<(String, String)> = got["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["memory_key"].as_str().unwrap().to_owned(),
+                    c["change"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                ("a".to_owned(), "create".to_owned()),
+                ("a".to_owned(), "pin".to_owned())
+            ],
+            "{n}"
+        );
+        assert_eq!(
+            code(h.call("run.get", json!({"run_id": "missing"})).await),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+    }
+}
