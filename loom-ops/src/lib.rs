@@ -3,10 +3,6 @@
 //! Each plane is a module whose `#[loom_op]` handlers take their op name
 //! from it (`fn capabilities` in `mod ops` → `ops.capabilities`).
 
-// `LoomError` (the op contract's one error type) is larger than clippy's
-// default for `Result` errors; every op returns it, so the lint is noise here.
-#![allow(clippy::result_large_err)]
-
 pub mod blacklist;
 pub mod context;
 pub mod memory;
