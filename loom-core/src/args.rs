@@ -18,8 +18,10 @@ const SUGGEST_THRESHOLD: f64 = 0.6;
 /// The arguments callers see in refusals: listed fields only, minus `namespace`
 /// (every op takes it and the caller's default fills it).
 fn visible_args(listed: &Value) -> (Vec<String>, Vec<String>) {
-    let required: Vec<String> =
-        schema::required(listed).into_iter().map(str::to_owned).collect();
+    let required: Vec<String> = schema::required(listed)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
     let optional = schema::properties(listed)
         .map(|(k, _)| k.clone())
         .filter(|k| k != "namespace" && !required.contains(k))
@@ -81,7 +83,10 @@ impl Validator {
             return Err(self.invalid(
                 op,
                 args,
-                vec![format!("arguments: Input should be an object [object_type], got {}", type_name(args))],
+                vec![format!(
+                    "arguments: Input should be an object [object_type], got {}",
+                    type_name(args)
+                )],
                 Vec::new(),
             ));
         }
@@ -128,7 +133,13 @@ impl Validator {
         .with_detail("optional", self.optional.clone())
     }
 
-    fn invalid(&self, op: &str, args: &Value, errors: Vec<String>, unknown: Vec<Unknown>) -> LoomError {
+    fn invalid(
+        &self,
+        op: &str,
+        args: &Value,
+        errors: Vec<String>,
+        unknown: Vec<Unknown>,
+    ) -> LoomError {
         let mut text = format!("{op}: invalid arguments.");
         for e in &errors {
             text.push('\n');
@@ -141,7 +152,10 @@ impl Validator {
                 Some(s) => text.push_str(&format!("unknown '{}' — did you mean '{s}'?", u.path)),
                 None => text.push_str(&format!("unknown '{}'", u.path)),
             }
-            unknown_map.insert(u.path.clone(), u.suggestion.clone().map_or(Value::Null, Value::from));
+            unknown_map.insert(
+                u.path.clone(),
+                u.suggestion.clone().map_or(Value::Null, Value::from),
+            );
         }
         let example = self.example(args);
         text.push_str(&format!("\nrequired: {}", list_or_none(&self.required)));
@@ -165,7 +179,11 @@ impl Validator {
 }
 
 fn list_or_none(items: &[String]) -> String {
-    if items.is_empty() { "(none)".into() } else { items.join(", ") }
+    if items.is_empty() {
+        "(none)".into()
+    } else {
+        items.join(", ")
+    }
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -184,12 +202,25 @@ fn type_name(v: &Value) -> &'static str {
 fn field_error(e: &jsonschema::ValidationError<'_>) -> Option<String> {
     use jsonschema::error::ValidationErrorKind as K;
     let path = pointer_to_dotted(&e.instance_path().to_string());
-    let at = |p: &str| if p.is_empty() { "arguments".to_owned() } else { p.to_owned() };
+    let at = |p: &str| {
+        if p.is_empty() {
+            "arguments".to_owned()
+        } else {
+            p.to_owned()
+        }
+    };
     Some(match e.kind() {
         K::AdditionalProperties { .. } | K::UnevaluatedProperties { .. } => return None,
         K::Required { property } => {
-            let name = property.as_str().map(str::to_owned).unwrap_or_else(|| property.to_string());
-            let full = if path.is_empty() { name } else { format!("{path}.{name}") };
+            let name = property
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| property.to_string());
+            let full = if path.is_empty() {
+                name
+            } else {
+                format!("{path}.{name}")
+            };
             format!("{full}: Field required [missing]")
         }
         K::Type { .. } => format!(
@@ -247,17 +278,27 @@ fn item_schema(s: &Value) -> Option<&Value> {
 fn collect_unknown(schema: &Value, value: &Value, prefix: &str, out: &mut Vec<Unknown>) {
     match value {
         Value::Object(map) => {
-            let Some(obj) = object_schemas(schema).into_iter().next() else { return };
+            let Some(obj) = object_schemas(schema).into_iter().next() else {
+                return;
+            };
             let fields: Vec<&str> = schema::properties(obj).map(|(k, _)| k.as_str()).collect();
-            let open = obj.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false))
+            let open = obj
+                .get("additionalProperties")
+                .is_some_and(|a| a != &Value::Bool(false))
                 && fields.is_empty();
             for (key, v) in map {
-                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
                 match obj.get("properties").and_then(|p| p.get(key)) {
                     Some(sub) => collect_unknown(sub, v, &path, out),
                     None if open || SERVER_FILLED.contains(&key.as_str()) && prefix.is_empty() => {}
                     None => out.push(Unknown {
-                        suggestion: closest(key, fields.iter().copied(), 1).first().map(|s| (*s).to_owned()),
+                        suggestion: closest(key, fields.iter().copied(), 1)
+                            .first()
+                            .map(|s| (*s).to_owned()),
                         path,
                     }),
                 }
@@ -275,7 +316,10 @@ fn collect_unknown(schema: &Value, value: &Value, prefix: &str, out: &mut Vec<Un
 }
 
 fn normalize(s: &str) -> String {
-    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+    s.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 /// How likely `key` was meant as `field` (0..1): separators and case do not
@@ -290,16 +334,29 @@ pub fn similarity(key: &str, field: &str) -> f64 {
         return 1.0;
     }
     let edit = strsim::normalized_damerau_levenshtein(&k, &f);
-    let words = field.split(['_', '.', '-']).filter(|w| !w.is_empty()).count();
+    let words = field
+        .split(['_', '.', '-'])
+        .filter(|w| !w.is_empty())
+        .count();
     let word_hit = words > 1
-        && field
-            .split(['_', '.', '-'])
-            .any(|w| normalize(w) == k || (k.len() >= 3 && strsim::normalized_damerau_levenshtein(&normalize(w), &k) >= 0.75));
-    if word_hit { edit.max(0.75) } else { edit.max(strsim::jaro_winkler(&k, &f) - 0.15) }
+        && field.split(['_', '.', '-']).any(|w| {
+            normalize(w) == k
+                || (k.len() >= 3
+                    && strsim::normalized_damerau_levenshtein(&normalize(w), &k) >= 0.75)
+        });
+    if word_hit {
+        edit.max(0.75)
+    } else {
+        edit.max(strsim::jaro_winkler(&k, &f) - 0.15)
+    }
 }
 
 /// Up to `limit` candidates closest to `key` above the suggestion threshold, best first.
-pub fn closest<'a>(key: &str, candidates: impl IntoIterator<Item = &'a str>, limit: usize) -> Vec<&'a str> {
+pub fn closest<'a>(
+    key: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    limit: usize,
+) -> Vec<&'a str> {
     let mut scored: Vec<(f64, &str)> = candidates
         .into_iter()
         .map(|c| (similarity(key, c), c))
@@ -313,10 +370,10 @@ pub fn closest<'a>(key: &str, candidates: impl IntoIterator<Item = &'a str>, lim
 /// or const, else one of its type.
 pub fn placeholder(name: &str, s: &Value) -> Value {
     for key in ["examples"] {
-        if let Some(Value::Array(ex)) = s.get(key) {
-            if let Some(first) = ex.first() {
-                return first.clone();
-            }
+        if let Some(Value::Array(ex)) = s.get(key)
+            && let Some(first) = ex.first()
+        {
+            return first.clone();
         }
     }
     for key in ["default", "const"] {
@@ -324,19 +381,25 @@ pub fn placeholder(name: &str, s: &Value) -> Value {
             return v.clone();
         }
     }
-    if let Some(Value::Array(e)) = s.get("enum") {
-        if let Some(first) = e.iter().find(|v| !v.is_null()) {
-            return first.clone();
-        }
+    if let Some(Value::Array(e)) = s.get("enum")
+        && let Some(first) = e.iter().find(|v| !v.is_null())
+    {
+        return first.clone();
     }
     if s.get("properties").is_some() {
         return corrected(s, &json!({}));
     }
     let ty = match s.get("type") {
         Some(Value::String(t)) => t.as_str(),
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("null"),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("null"),
         _ => {
-            return object_schemas(s).first().map_or(Value::String(format!("<{name}>")), |o| placeholder(name, o));
+            return object_schemas(s)
+                .first()
+                .map_or(Value::String(format!("<{name}>")), |o| placeholder(name, o));
         }
     };
     match ty {
@@ -368,9 +431,15 @@ fn corrected(schema: &Value, args: &Value) -> Value {
             };
             let Some(target) = target else { continue };
             let sub = &obj["properties"][target];
-            let valid = jsonschema::draft202012::new(sub).map(|c| c.is_valid(v)).unwrap_or(false);
+            let valid = jsonschema::draft202012::new(sub)
+                .map(|c| c.is_valid(v))
+                .unwrap_or(false);
             let value = if valid {
-                if v.is_object() { corrected(sub, v) } else { v.clone() }
+                if v.is_object() {
+                    corrected(sub, v)
+                } else {
+                    v.clone()
+                }
             } else {
                 placeholder(target, sub)
             };
@@ -429,7 +498,9 @@ mod tests {
     #[test]
     fn the_spec_example() {
         let v = validator::<Get>();
-        let err = v.check("memory.get", &json!({"key": "deploy_window"}), false).unwrap_err();
+        let err = v
+            .check("memory.get", &json!({"key": "deploy_window"}), false)
+            .unwrap_err();
         assert_eq!(err.code(), ErrorCode::InvalidArguments);
         assert_eq!(
             err.message(),
@@ -451,12 +522,24 @@ mod tests {
     fn every_field_error_is_reported() {
         let v = validator::<Get>();
         let err = v
-            .check("memory.get", &json!({"memory_key": 3, "if_version": "x", "fields": [1]}), false)
+            .check(
+                "memory.get",
+                &json!({"memory_key": 3, "if_version": "x", "fields": [1]}),
+                false,
+            )
             .unwrap_err();
         let errors = err.detail()["errors"].as_array().unwrap();
         assert_eq!(errors.len(), 3, "{errors:?}");
-        assert!(errors.iter().any(|e| e.as_str().unwrap().starts_with("memory_key: Input should be")));
-        assert!(errors.iter().any(|e| e.as_str().unwrap().starts_with("fields.0:")));
+        assert!(errors.iter().any(|e| {
+            e.as_str()
+                .unwrap()
+                .starts_with("memory_key: Input should be")
+        }));
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.as_str().unwrap().starts_with("fields.0:"))
+        );
         // the example keeps nothing invalid
         assert_eq!(err.detail()["example"]["memory_key"], "deploy_window");
     }
@@ -465,10 +548,17 @@ mod tests {
     fn state_changing_ops_refuse_near_misses_before_validation() {
         let v = validator::<Apply>();
         let err = v
-            .check("memory.apply", &json!({"action": "delete", "filter": {"lables": ["x"]}}), true)
+            .check(
+                "memory.apply",
+                &json!({"action": "delete", "filter": {"lables": ["x"]}}),
+                true,
+            )
             .unwrap_err();
         assert_eq!(err.code(), ErrorCode::UnknownArgument);
-        assert_eq!(err.detail()["did_you_mean"], json!({"filter.lables": "labels"}));
+        assert_eq!(
+            err.detail()["did_you_mean"],
+            json!({"filter.lables": "labels"})
+        );
         assert!(err.message().contains("Nothing was written"));
     }
 
@@ -476,17 +566,32 @@ mod tests {
     fn nested_unknowns_are_found_on_reads_too() {
         let v = validator::<Apply>();
         let err = v
-            .check("memory.apply", &json!({"action": "x", "filter": {"key_prefx": "a"}, "zzz": 1}), false)
+            .check(
+                "memory.apply",
+                &json!({"action": "x", "filter": {"key_prefx": "a"}, "zzz": 1}),
+                false,
+            )
             .unwrap_err();
         assert_eq!(err.code(), ErrorCode::InvalidArguments);
-        assert_eq!(err.detail()["unknown"], json!({"filter.key_prefx": "key_prefix", "zzz": null}));
-        assert_eq!(err.detail()["example"], json!({"action": "x", "filter": {"key_prefix": "a"}}));
+        assert_eq!(
+            err.detail()["unknown"],
+            json!({"filter.key_prefx": "key_prefix", "zzz": null})
+        );
+        assert_eq!(
+            err.detail()["example"],
+            json!({"action": "x", "filter": {"key_prefix": "a"}})
+        );
     }
 
     #[test]
     fn valid_arguments_pass_and_server_filled_keys_are_accepted() {
         let v = validator::<Get>();
-        v.check("memory.get", &json!({"memory_key": "k", "agent": "a", "follow": true}), true).unwrap();
+        v.check(
+            "memory.get",
+            &json!({"memory_key": "k", "agent": "a", "follow": true}),
+            true,
+        )
+        .unwrap();
     }
 
     #[test]
@@ -499,9 +604,18 @@ mod tests {
     #[test]
     fn suggestions() {
         assert_eq!(closest("key", ["memory_key", "content"], 1), ["memory_key"]);
-        assert_eq!(closest("memoryKey", ["memory_key", "content"], 1), ["memory_key"]);
-        assert_eq!(closest("contnet", ["memory_key", "content"], 1), ["content"]);
+        assert_eq!(
+            closest("memoryKey", ["memory_key", "content"], 1),
+            ["memory_key"]
+        );
+        assert_eq!(
+            closest("contnet", ["memory_key", "content"], 1),
+            ["content"]
+        );
         assert!(closest("zebra", ["memory_key", "content"], 1).is_empty());
-        assert_eq!(closest("memory.gte", ["memory.get", "memory.set", "run.begin"], 2), ["memory.get", "memory.set"]);
+        assert_eq!(
+            closest("memory.gte", ["memory.get", "memory.set", "run.begin"], 2),
+            ["memory.get", "memory.set"]
+        );
     }
 }

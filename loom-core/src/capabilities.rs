@@ -57,7 +57,12 @@ pub fn capabilities(registry: &Registry) -> Vec<OpCapability> {
             writes: op.meta.writes,
             rate_class: op.rate.as_str().into(),
             budget_ms: op.budget.as_millis() as u64,
-            toolsets: op.meta.toolsets.iter().map(|t| t.as_str().to_owned()).collect(),
+            toolsets: op
+                .meta
+                .toolsets
+                .iter()
+                .map(|t| t.as_str().to_owned())
+                .collect(),
             maturity: op.meta.maturity.as_str().into(),
             mcp: mcp_visibility(op).into(),
             instead: op.mcp_hidden().map(str::to_owned),

@@ -73,7 +73,9 @@ impl Services {
 
     /// The service of type `T`.
     pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.map.get(&TypeId::of::<T>()).and_then(|s| s.downcast_ref())
+        self.map
+            .get(&TypeId::of::<T>())
+            .and_then(|s| s.downcast_ref())
     }
 }
 
@@ -129,7 +131,10 @@ impl OpCx {
     /// The service of type `T`; a missing one is a fault in the server's wiring.
     pub fn service<T: Any + Send + Sync>(&self) -> OpResult<&T> {
         self.services.get::<T>().ok_or_else(|| {
-            LoomError::internal(format!("service {} is not registered", std::any::type_name::<T>()))
+            LoomError::internal(format!(
+                "service {} is not registered",
+                std::any::type_name::<T>()
+            ))
         })
     }
 

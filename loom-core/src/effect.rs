@@ -16,7 +16,10 @@ pub const DESTRUCTIVE_VERBS: &[&str] = &[
 /// Whether a verb names a destructive action (`delete`, `delete_all`, `purge_old`).
 pub fn is_destructive_verb(verb: &str) -> bool {
     DESTRUCTIVE_VERBS.iter().any(|d| {
-        verb == *d || verb.strip_prefix(d).is_some_and(|rest| rest.starts_with('_'))
+        verb == *d
+            || verb
+                .strip_prefix(d)
+                .is_some_and(|rest| rest.starts_with('_'))
     })
 }
 
@@ -108,7 +111,11 @@ impl EffectInputs<'_> {
 
     /// The rate-limit class an op gets when it names none.
     pub fn default_rate(&self) -> RateClass {
-        if self.read_only() { RateClass::Read } else { RateClass::Write }
+        if self.read_only() {
+            RateClass::Read
+        } else {
+            RateClass::Write
+        }
     }
 }
 
@@ -117,25 +124,62 @@ mod tests {
     use super::*;
 
     fn inputs(name: &str, role: Role) -> EffectInputs<'_> {
-        EffectInputs { name, role, idempotent: true, audit: false, writes: false, destructive: false }
+        EffectInputs {
+            name,
+            role,
+            idempotent: true,
+            audit: false,
+            writes: false,
+            destructive: false,
+        }
     }
 
     #[test]
     fn read_only_needs_idempotent_viewer_without_audit_or_writes() {
         assert!(inputs("memory.get", Role::Viewer).read_only());
-        assert!(!EffectInputs { idempotent: false, ..inputs("memory.get", Role::Viewer) }.read_only());
-        assert!(!EffectInputs { audit: true, ..inputs("memory.get", Role::Viewer) }.read_only());
-        assert!(!EffectInputs { writes: true, ..inputs("memory.get", Role::Viewer) }.read_only());
+        assert!(
+            !EffectInputs {
+                idempotent: false,
+                ..inputs("memory.get", Role::Viewer)
+            }
+            .read_only()
+        );
+        assert!(
+            !EffectInputs {
+                audit: true,
+                ..inputs("memory.get", Role::Viewer)
+            }
+            .read_only()
+        );
+        assert!(
+            !EffectInputs {
+                writes: true,
+                ..inputs("memory.get", Role::Viewer)
+            }
+            .read_only()
+        );
         assert!(!inputs("memory.get", Role::Writer).read_only());
     }
 
     #[test]
     fn destructive_from_the_verb_or_the_flag() {
-        assert_eq!(inputs("memory.delete", Role::Writer).effect(), Effect::Destructive);
-        assert_eq!(inputs("memory.purge_old", Role::Admin).effect(), Effect::Destructive);
+        assert_eq!(
+            inputs("memory.delete", Role::Writer).effect(),
+            Effect::Destructive
+        );
+        assert_eq!(
+            inputs("memory.purge_old", Role::Admin).effect(),
+            Effect::Destructive
+        );
         assert_eq!(inputs("memory.set", Role::Writer).effect(), Effect::Write);
-        assert_eq!(inputs("memory.deleted_list", Role::Writer).effect(), Effect::Write);
-        let flagged = EffectInputs { destructive: true, ..inputs("memory.apply", Role::Writer) };
+        assert_eq!(
+            inputs("memory.deleted_list", Role::Writer).effect(),
+            Effect::Write
+        );
+        let flagged = EffectInputs {
+            destructive: true,
+            ..inputs("memory.apply", Role::Writer)
+        };
         assert_eq!(flagged.effect(), Effect::Destructive);
         assert!(flagged.annotations().destructive_hint);
     }
@@ -149,7 +193,13 @@ mod tests {
 
     #[test]
     fn default_rate_class_follows_the_effect() {
-        assert_eq!(inputs("memory.get", Role::Viewer).default_rate(), RateClass::Read);
-        assert_eq!(inputs("memory.set", Role::Writer).default_rate(), RateClass::Write);
+        assert_eq!(
+            inputs("memory.get", Role::Viewer).default_rate(),
+            RateClass::Read
+        );
+        assert_eq!(
+            inputs("memory.set", Role::Writer).default_rate(),
+            RateClass::Write
+        );
     }
 }

@@ -107,6 +107,10 @@ error_codes! {
     BadRequest = "BAD_REQUEST", 400, Validation, false;
     /// The request body is over the configured limit.
     PayloadTooLarge = "PAYLOAD_TOO_LARGE", 413, Validation, false;
+    /// The client did not send its request within the read timeout.
+    RequestTimeout = "REQUEST_TIMEOUT", 408, Validation, true;
+    /// The HTTP method is not the one the endpoint takes.
+    MethodNotAllowed = "METHOD_NOT_ALLOWED", 405, Validation, false;
     /// An idempotency key was reused with a different request.
     IdempotencyMismatch = "IDEMPOTENCY_KEY_MISMATCH", 422, Validation, false;
     /// No op of that name.
@@ -154,9 +158,13 @@ impl fmt::Display for ErrorCode {
 /// The result of every op handler.
 pub type OpResult<T> = Result<T, LoomError>;
 
-/// A refusal or fault with a stable code.
+/// A refusal or fault with a stable code. Boxed, so a `Result` carrying
+/// one stays one pointer wide.
 #[derive(Clone, Debug)]
-pub struct LoomError {
+pub struct LoomError(Box<Inner>);
+
+#[derive(Clone, Debug)]
+struct Inner {
     code: ErrorCode,
     message: String,
     detail: Map<String, Value>,
@@ -167,13 +175,13 @@ pub struct LoomError {
 impl LoomError {
     /// An error with a code and a client-facing message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        LoomError {
+        LoomError(Box::new(Inner {
             code,
             message: message.into(),
             detail: Map::new(),
             retry_after: None,
             internal: None,
-        }
+        }))
     }
 
     /// A fault whose cause is logged but not shown to the client.
@@ -183,70 +191,72 @@ impl LoomError {
 
     /// Adds one field of structured detail (copied into every transport's error body).
     pub fn with_detail(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.detail.insert(key.to_owned(), value.into());
+        self.0.detail.insert(key.to_owned(), value.into());
         self
     }
 
     /// Sets how long the client should wait before retrying.
     pub fn with_retry_after(mut self, wait: Duration) -> Self {
-        self.retry_after = Some(wait);
+        self.0.retry_after = Some(wait);
         self
     }
 
     /// Sets the message that is logged but never sent.
     pub fn with_internal(mut self, cause: impl Into<String>) -> Self {
-        self.internal = Some(cause.into());
+        self.0.internal = Some(cause.into());
         self
     }
 
     /// The stable code.
     pub fn code(&self) -> ErrorCode {
-        self.code
+        self.0.code
     }
 
     /// The client-facing message.
     pub fn message(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 
     /// Structured detail.
     pub fn detail(&self) -> &Map<String, Value> {
-        &self.detail
+        &self.0.detail
     }
 
     /// The wait before a retry, when there is one.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        self.0.retry_after
     }
 
     /// Whole seconds to wait, rounded up, as `Retry-After` carries them.
     pub fn retry_after_secs(&self) -> Option<u64> {
-        self.retry_after.map(|d| d.as_millis().div_ceil(1000).max(1) as u64)
+        self.0
+            .retry_after
+            .map(|d| d.as_millis().div_ceil(1000).max(1) as u64)
     }
 
     /// The logged-only cause.
     pub fn internal_message(&self) -> Option<&str> {
-        self.internal.as_deref()
+        self.0.internal.as_deref()
     }
 
     /// The HTTP status.
     pub fn status(&self) -> u16 {
-        self.code.status()
+        self.0.code.status()
     }
 
     /// The body every transport shares: code, message, category, retryable,
     /// status, `retry_after_s` when there is a wait, then the detail.
     pub fn body(&self) -> Map<String, Value> {
         let mut body = Map::new();
-        body.insert("code".into(), self.code.as_str().into());
-        body.insert("message".into(), self.message.clone().into());
-        body.insert("category".into(), self.code.category().as_str().into());
-        body.insert("retryable".into(), self.code.retryable().into());
+        body.insert("code".into(), self.0.code.as_str().into());
+        body.insert("message".into(), self.0.message.clone().into());
+        body.insert("category".into(), self.0.code.category().as_str().into());
+        body.insert("retryable".into(), self.0.code.retryable().into());
         body.insert("status".into(), self.status().into());
         if let Some(secs) = self.retry_after_secs() {
             body.insert("retry_after_s".into(), secs.into());
         }
-        for (k, v) in &self.detail {
+        for (k, v) in &self.0.detail {
             body.entry(k.clone()).or_insert_with(|| v.clone());
         }
         body
@@ -255,7 +265,7 @@ impl LoomError {
 
 impl fmt::Display for LoomError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
+        write!(f, "{}: {}", self.0.code, self.0.message)
     }
 }
 
@@ -299,7 +309,11 @@ mod tests {
     #[test]
     fn internal_cause_stays_out_of_the_body() {
         let err = LoomError::internal("db exploded at /var/x");
-        assert!(!serde_json::to_string(&err.body()).unwrap().contains("exploded"));
+        assert!(
+            !serde_json::to_string(&err.body())
+                .unwrap()
+                .contains("exploded")
+        );
         assert_eq!(err.internal_message(), Some("db exploded at /var/x"));
     }
 }

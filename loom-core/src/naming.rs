@@ -130,7 +130,13 @@ mod tests {
 
     #[test]
     fn valid_names() {
-        for n in ["memory.get", "working_memory.set", "a.b.c", "x1.y_2", "ops.capabilities"] {
+        for n in [
+            "memory.get",
+            "working_memory.set",
+            "a.b.c",
+            "x1.y_2",
+            "ops.capabilities",
+        ] {
             assert!(is_valid_op_name(n), "{n}");
         }
     }
@@ -138,8 +144,19 @@ mod tests {
     #[test]
     fn invalid_names() {
         for n in [
-            "", "memory", "Memory.get", "memory.", ".get", "memory..get", "memory.Get", "1a.b",
-            "memory.get ", "memory-get.x", "memory._x", "_m.get", "memory.gét",
+            "",
+            "memory",
+            "Memory.get",
+            "memory.",
+            ".get",
+            "memory..get",
+            "memory.Get",
+            "1a.b",
+            "memory.get ",
+            "memory-get.x",
+            "memory._x",
+            "_m.get",
+            "memory.gét",
         ] {
             assert!(!is_valid_op_name(n), "{n:?}");
         }
@@ -147,7 +164,10 @@ mod tests {
 
     #[test]
     fn derives_from_the_last_module_segment() {
-        assert_eq!(derive_op_name("loom_ops::memory", "get").as_deref(), Some("memory.get"));
+        assert_eq!(
+            derive_op_name("loom_ops::memory", "get").as_deref(),
+            Some("memory.get")
+        );
         assert_eq!(
             derive_op_name("loom_ops::planes::working_memory", "set").as_deref(),
             Some("working_memory.set")
@@ -166,7 +186,10 @@ mod tests {
     #[test]
     fn tool_names_replace_dots() {
         assert_eq!(tool_name("memory.set"), "loom_memory_set");
-        assert_eq!(tool_name("working_memory.append"), "loom_working_memory_append");
+        assert_eq!(
+            tool_name("working_memory.append"),
+            "loom_working_memory_append"
+        );
         assert_eq!(verb_of("memory.apply"), "apply");
         assert_eq!(plane_of("memory.apply"), "memory");
     }

@@ -46,9 +46,10 @@ impl OpName {
             OpName::Explicit(name) => {
                 crate::naming::is_valid_op_name(name).then(|| name.to_owned())
             }
-            OpName::Derived { module_path, handler } => {
-                crate::naming::derive_op_name(module_path, handler)
-            }
+            OpName::Derived {
+                module_path,
+                handler,
+            } => crate::naming::derive_op_name(module_path, handler),
         }
     }
 }
@@ -77,7 +78,10 @@ pub struct TypeInfo {
 impl TypeInfo {
     /// The `TypeInfo` of `T`.
     pub const fn of<T: JsonSchema>() -> TypeInfo {
-        TypeInfo { name: T::schema_name, schema: schema_of::<T> }
+        TypeInfo {
+            name: T::schema_name,
+            schema: schema_of::<T>,
+        }
     }
 }
 

@@ -54,8 +54,12 @@ pub fn assert_send<F: std::future::Future + Send>(_: &F) {}
 
 /// Decodes the arguments (already checked against the schema).
 pub fn decode<T: OpInput>(args: Value) -> OpResult<T> {
-    serde_json::from_value(args)
-        .map_err(|e| LoomError::new(ErrorCode::InvalidArguments, format!("invalid arguments: {e}")))
+    serde_json::from_value(args).map_err(|e| {
+        LoomError::new(
+            ErrorCode::InvalidArguments,
+            format!("invalid arguments: {e}"),
+        )
+    })
 }
 
 /// Encodes the output.

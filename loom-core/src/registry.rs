@@ -160,7 +160,9 @@ impl Op {
 
 impl fmt::Debug for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Op").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("Op")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -169,7 +171,11 @@ pub fn fallback_description(name: &str, budget: Duration, idempotent: bool, role
     format!(
         "Loom op {name}: latency budget {} ms; {}; minimum role {role}.",
         budget.as_millis(),
-        if idempotent { "idempotent" } else { "not idempotent" },
+        if idempotent {
+            "idempotent"
+        } else {
+            "not idempotent"
+        },
     )
 }
 
@@ -228,13 +234,17 @@ impl Registry {
     /// The registry of every op linked into this binary, built on first use.
     pub fn global() -> Result<&'static Registry, &'static [RegistryError]> {
         GLOBAL
-            .get_or_init(|| Registry::from_metas(inventory::iter::<OpEntry>.into_iter().map(|e| e.0)))
+            .get_or_init(|| {
+                Registry::from_metas(inventory::iter::<OpEntry>.into_iter().map(|e| e.0))
+            })
             .as_ref()
             .map_err(Vec::as_slice)
     }
 
     /// Builds a registry from entries, reporting every fault at once.
-    pub fn from_metas(metas: impl IntoIterator<Item = &'static OpMeta>) -> Result<Registry, Vec<RegistryError>> {
+    pub fn from_metas(
+        metas: impl IntoIterator<Item = &'static OpMeta>,
+    ) -> Result<Registry, Vec<RegistryError>> {
         let mut errors = Vec::new();
         let mut named: Vec<(String, &'static OpMeta)> = Vec::new();
         for meta in metas {
@@ -247,7 +257,11 @@ impl Registry {
                 }),
             }
         }
-        named.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.file.cmp(b.1.file)).then(a.1.line.cmp(&b.1.line)));
+        named.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then(a.1.file.cmp(b.1.file))
+                .then(a.1.line.cmp(&b.1.line))
+        });
         let at = |m: &OpMeta| format!("`{}` at {}:{}", m.handler, m.file, m.line);
         for pair in named.windows(2) {
             if pair[0].0 == pair[1].0 {
@@ -280,7 +294,15 @@ impl Registry {
             by_name.insert(op.name.clone(), ops.len());
             ops.push(op);
         }
-        if errors.is_empty() { Ok(Registry { ops, by_name, by_tool }) } else { Err(errors) }
+        if errors.is_empty() {
+            Ok(Registry {
+                ops,
+                by_name,
+                by_tool,
+            })
+        } else {
+            Err(errors)
+        }
     }
 
     /// Every op, in name order.
@@ -311,6 +333,8 @@ impl Registry {
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.ops.iter().map(|o| &o.name)).finish()
+        f.debug_list()
+            .entries(self.ops.iter().map(|o| &o.name))
+            .finish()
     }
 }

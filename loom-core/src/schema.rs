@@ -140,7 +140,9 @@ pub fn strip_marks(v: &mut Value) {
 
 /// The argument tree: types, properties, required, items and enums only.
 pub fn compact_tree(v: &Value) -> Value {
-    let Some(map) = v.as_object() else { return v.clone() };
+    let Some(map) = v.as_object() else {
+        return v.clone();
+    };
     let mut out = Map::new();
     for key in ["type", "enum", "const", "required"] {
         if let Some(x) = map.get(key) {
@@ -148,7 +150,10 @@ pub fn compact_tree(v: &Value) -> Value {
         }
     }
     if let Some(Value::Object(props)) = map.get("properties") {
-        let props = props.iter().map(|(k, p)| (k.clone(), compact_tree(p))).collect();
+        let props = props
+            .iter()
+            .map(|(k, p)| (k.clone(), compact_tree(p)))
+            .collect();
         out.insert("properties".into(), Value::Object(props));
     }
     if let Some(items) = map.get("items") {
@@ -156,7 +161,10 @@ pub fn compact_tree(v: &Value) -> Value {
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(alts)) = map.get(key) {
-            out.insert(key.into(), Value::Array(alts.iter().map(compact_tree).collect()));
+            out.insert(
+                key.into(),
+                Value::Array(alts.iter().map(compact_tree).collect()),
+            );
         }
     }
     Value::Object(out)
@@ -175,7 +183,11 @@ pub fn first_paragraph(text: &str) -> String {
 
 /// The properties of an object schema, in declaration order.
 pub fn properties(schema: &Value) -> impl Iterator<Item = (&String, &Value)> {
-    schema.get("properties").and_then(Value::as_object).into_iter().flatten()
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
 }
 
 /// The required property names of an object schema.
@@ -220,7 +232,10 @@ mod tests {
         assert!(s.get("$schema").is_none());
         assert!(s.get("title").is_none());
         assert!(s.get("$defs").is_none(), "subschemas are inlined: {s}");
-        assert_eq!(s["properties"]["nested"]["properties"]["labels"]["type"], "array");
+        assert_eq!(
+            s["properties"]["nested"]["properties"]["labels"]["type"],
+            "array"
+        );
     }
 
     #[test]
@@ -245,7 +260,10 @@ mod tests {
 
     #[test]
     fn first_paragraph_joins_lines() {
-        assert_eq!(first_paragraph("Reads one\nmemory.\n\nMore text."), "Reads one memory.");
+        assert_eq!(
+            first_paragraph("Reads one\nmemory.\n\nMore text."),
+            "Reads one memory."
+        );
     }
 
     #[test]

@@ -131,7 +131,9 @@ impl Listing {
 
     /// Parses a `?toolset=` value, falling back to `default` when unknown or absent.
     pub fn resolve(value: Option<&str>, default: &Listing) -> Listing {
-        value.and_then(Listing::parse).unwrap_or_else(|| default.clone())
+        value
+            .and_then(Listing::parse)
+            .unwrap_or_else(|| default.clone())
     }
 
     /// The canonical name (`coding+tracker`, `readonly`, …).

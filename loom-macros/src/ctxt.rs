@@ -32,6 +32,9 @@ impl Ctxt {
 
     /// Every error as `compile_error!` invocations.
     pub(crate) fn into_compile_errors(self) -> TokenStream {
-        self.errors.into_iter().map(|e| e.to_compile_error()).collect()
+        self.errors
+            .into_iter()
+            .map(|e| e.to_compile_error())
+            .collect()
     }
 }

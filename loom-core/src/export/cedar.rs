@@ -14,15 +14,43 @@ use crate::schema;
 
 /// Names Cedar reserves or that the schema already uses.
 const RESERVED: &[&str] = &[
-    "Bool", "Boolean", "Long", "String", "Set", "Record", "Entity", "Extension", "Agent",
-    "Namespace", "Read", "Write", "Destructive", "in", "type", "entity", "action", "namespace",
-    "appliesTo", "principal", "resource", "context", "__cedar",
+    "Bool",
+    "Boolean",
+    "Long",
+    "String",
+    "Set",
+    "Record",
+    "Entity",
+    "Extension",
+    "Agent",
+    "Namespace",
+    "Read",
+    "Write",
+    "Destructive",
+    "in",
+    "type",
+    "entity",
+    "action",
+    "namespace",
+    "appliesTo",
+    "principal",
+    "resource",
+    "context",
+    "__cedar",
 ];
 
 /// A Cedar identifier for a model name.
 fn type_ident(model: &str) -> String {
-    let mut s: String =
-        model.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    let mut s: String = model
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
         s.insert(0, 'T');
     }
@@ -38,14 +66,17 @@ fn quote(s: &str) -> String {
 
 /// The non-null alternative of a nullable schema, and whether it was nullable.
 fn strip_null(s: &Value) -> (&Value, bool) {
-    if let Some(Value::Array(types)) = s.get("type") {
-        if types.iter().any(|t| t == "null") {
-            return (s, true);
-        }
+    if let Some(Value::Array(types)) = s.get("type")
+        && types.iter().any(|t| t == "null")
+    {
+        return (s, true);
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(alts)) = s.get(key) {
-            let non_null: Vec<&Value> = alts.iter().filter(|a| a.get("type") != Some(&"null".into())).collect();
+            let non_null: Vec<&Value> = alts
+                .iter()
+                .filter(|a| a.get("type") != Some(&"null".into()))
+                .collect();
             if non_null.len() == 1 && alts.len() == 2 {
                 return (non_null[0], true);
             }
@@ -86,10 +117,16 @@ fn record(s: &Value, indent: usize) -> String {
     let pad = "  ".repeat(indent + 1);
     let mut fields = Vec::new();
     for (name, prop) in schema::properties(s) {
-        let Some(ty) = cedar_type(prop, indent + 1) else { continue };
+        let Some(ty) = cedar_type(prop, indent + 1) else {
+            continue;
+        };
         let (_, nullable) = strip_null(prop);
         let optional = nullable || !required.contains(&name.as_str());
-        fields.push(format!("{pad}{}{}: {ty}", quote(name), if optional { "?" } else { "" }));
+        fields.push(format!(
+            "{pad}{}{}: {ty}",
+            quote(name),
+            if optional { "?" } else { "" }
+        ));
     }
     if fields.is_empty() {
         "{}".into()
@@ -104,8 +141,12 @@ pub fn cedar_schema(registry: &Registry) -> String {
     for op in registry.ops() {
         let mut input = op.input_schema.clone();
         schema::strip_marks(&mut input);
-        types.entry(type_ident(&op.input_model)).or_insert_with(|| record(&input, 1));
-        types.entry(type_ident(&op.output_model)).or_insert_with(|| record(&op.output_schema, 1));
+        types
+            .entry(type_ident(&op.input_model))
+            .or_insert_with(|| record(&input, 1));
+        types
+            .entry(type_ident(&op.output_model))
+            .or_insert_with(|| record(&op.output_schema, 1));
     }
 
     let mut out = String::new();
@@ -118,7 +159,9 @@ pub fn cedar_schema(registry: &Registry) -> String {
     for (name, body) in &types {
         let _ = writeln!(out, "  type {name} = {body};");
     }
-    out.push_str("\n  action \"Read\";\n  action \"Write\";\n  action \"Destructive\" in [\"Write\"];\n\n");
+    out.push_str(
+        "\n  action \"Read\";\n  action \"Write\";\n  action \"Destructive\" in [\"Write\"];\n\n",
+    );
     for op in registry.ops() {
         let group = match op.effect {
             Effect::Read => "Read",

@@ -10,8 +10,18 @@ use crate::ctxt::Ctxt;
 
 /// Every key the attribute takes.
 pub(crate) const KEYS: &[&str] = &[
-    "name", "role", "idempotent", "audit", "writes", "destructive", "toolsets", "maturity",
-    "mcp_hidden", "budget_ms", "rate", "run_scoped",
+    "name",
+    "role",
+    "idempotent",
+    "audit",
+    "writes",
+    "destructive",
+    "toolsets",
+    "maturity",
+    "mcp_hidden",
+    "budget_ms",
+    "rate",
+    "run_scoped",
 ];
 
 /// A key's value and the span of the key that set it.
@@ -91,7 +101,9 @@ fn parse_key(cx: &mut Ctxt, attr: &mut OpAttr, meta: ParseNestedMeta<'_>) -> syn
             meta.parse_nested_meta(|inner| {
                 match inner.path.get_ident() {
                     Some(ident) => list.push(ident.clone()),
-                    None => cx.error_spanned_by(&inner.path, "a toolset is one name, such as `core`"),
+                    None => {
+                        cx.error_spanned_by(&inner.path, "a toolset is one name, such as `core`")
+                    }
                 }
                 Ok(())
             })?;
@@ -100,7 +112,10 @@ fn parse_key(cx: &mut Ctxt, attr: &mut OpAttr, meta: ParseNestedMeta<'_>) -> syn
         other => {
             cx.error_spanned_by(
                 &key,
-                format!("unknown `#[loom_op]` key `{other}`\nnote: expected one of {}", KEYS.join(", ")),
+                format!(
+                    "unknown `#[loom_op]` key `{other}`\nnote: expected one of {}",
+                    KEYS.join(", ")
+                ),
             );
             skip_value(&meta)?;
         }
@@ -108,9 +123,17 @@ fn parse_key(cx: &mut Ctxt, attr: &mut OpAttr, meta: ParseNestedMeta<'_>) -> syn
     Ok(())
 }
 
-fn flag(cx: &mut Ctxt, slot: &mut Slot<()>, key: &Ident, meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+fn flag(
+    cx: &mut Ctxt,
+    slot: &mut Slot<()>,
+    key: &Ident,
+    meta: &ParseNestedMeta<'_>,
+) -> syn::Result<()> {
     if meta.input.peek(syn::Token![=]) || meta.input.peek(syn::token::Paren) {
-        cx.error_spanned_by(key, format!("`{key}` is a flag: write it alone, without a value"));
+        cx.error_spanned_by(
+            key,
+            format!("`{key}` is a flag: write it alone, without a value"),
+        );
         return skip_value(meta);
     }
     slot.set(cx, key, ());

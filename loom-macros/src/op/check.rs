@@ -31,11 +31,16 @@ pub(crate) struct ValidatedOpAttr {
 fn value_ident(cx: &mut Ctxt, lit: &LitStr, what: &str, allowed: &str) -> Option<Ident> {
     let value = lit.value();
     let ident_like = value.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && value.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if ident_like {
         Some(Ident::new(&value, lit.span()))
     } else {
-        cx.error_spanned_by(lit, format!("unknown {what} {value:?}\nnote: expected one of {allowed}"));
+        cx.error_spanned_by(
+            lit,
+            format!("unknown {what} {value:?}\nnote: expected one of {allowed}"),
+        );
         None
     }
 }
@@ -58,7 +63,10 @@ pub(crate) fn validate(cx: &mut Ctxt, raw: OpAttr, func: &ItemFn) -> Option<Vali
         .maturity
         .get()
         .and_then(|lit| value_ident(cx, lit, "maturity", "\"stable\", \"experimental\""));
-    let rate = raw.rate.get().and_then(|lit| value_ident(cx, lit, "rate class", "\"read\", \"write\", \"heavy\""));
+    let rate = raw
+        .rate
+        .get()
+        .and_then(|lit| value_ident(cx, lit, "rate class", "\"read\", \"write\", \"heavy\""));
 
     let mut toolsets: Vec<Ident> = Vec::new();
     for ident in raw.toolsets.get().into_iter().flatten() {
@@ -78,7 +86,10 @@ pub(crate) fn validate(cx: &mut Ctxt, raw: OpAttr, func: &ItemFn) -> Option<Vali
     let mcp_hidden = raw.mcp_hidden.get().cloned();
     if let Some(lit) = &mcp_hidden {
         if lit.value().trim().is_empty() {
-            cx.error_spanned_by(lit, "`mcp_hidden` says what to use instead; it cannot be empty");
+            cx.error_spanned_by(
+                lit,
+                "`mcp_hidden` says what to use instead; it cannot be empty",
+            );
         }
         if let Some(listed) = toolsets.iter().find(|t| *t != "assistant") {
             cx.error_spanned_by(
@@ -96,7 +107,10 @@ pub(crate) fn validate(cx: &mut Ctxt, raw: OpAttr, func: &ItemFn) -> Option<Vali
             }
             Ok(ms) => Some(ms),
             Err(e) => {
-                cx.error_spanned_by(lit, format!("`budget_ms` must be a whole number of milliseconds: {e}"));
+                cx.error_spanned_by(
+                    lit,
+                    format!("`budget_ms` must be a whole number of milliseconds: {e}"),
+                );
                 None
             }
         },

@@ -5,8 +5,8 @@
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
-use syn::spanned::Spanned;
 use syn::ItemFn;
+use syn::spanned::Spanned;
 
 use super::check::ValidatedOpAttr;
 use super::sig::Handler;
@@ -19,7 +19,10 @@ fn doc_of(func: &ItemFn) -> String {
         .filter(|a| a.path().is_ident("doc"))
         .filter_map(|a| match &a.meta {
             syn::Meta::NameValue(nv) => match &nv.value {
-                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => Some(s.value()),
                 _ => None,
             },
             _ => None,
@@ -48,7 +51,10 @@ pub(crate) fn entry(attr: &ValidatedOpAttr, handler: &Handler, func: &ItemFn) ->
     };
     let role = &attr.role;
     let role = quote_spanned!(role.span()=> ::loom_core::role::#role);
-    let toolsets = attr.toolsets.iter().map(|t| quote_spanned!(t.span()=> ::loom_core::toolset::#t));
+    let toolsets = attr
+        .toolsets
+        .iter()
+        .map(|t| quote_spanned!(t.span()=> ::loom_core::toolset::#t));
     let maturity = match &attr.maturity {
         Some(m) => quote_spanned!(m.span()=> ::loom_core::maturity::#m),
         None => quote!(::loom_core::maturity::stable),
@@ -68,8 +74,13 @@ pub(crate) fn entry(attr: &ValidatedOpAttr, handler: &Handler, func: &ItemFn) ->
         Some(ms) => quote!(::core::option::Option::Some(#ms)),
         None => quote!(::core::option::Option::None),
     };
-    let (idempotent, audit, writes, destructive, run_scoped) =
-        (attr.idempotent, attr.audit, attr.writes, attr.destructive, attr.run_scoped);
+    let (idempotent, audit, writes, destructive, run_scoped) = (
+        attr.idempotent,
+        attr.audit,
+        attr.writes,
+        attr.destructive,
+        attr.run_scoped,
+    );
     let doc = doc_of(func);
     let input_info = quote_spanned!(input.span()=> #lp::input_info::<#input>());
     let output_info =

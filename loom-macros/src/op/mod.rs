@@ -80,7 +80,10 @@ mod tests {
 
     #[test]
     fn broken_attributes_emit_no_entry() {
-        let out = expand(quote! { role = "viewer", bogus }, quote! { async fn f(cx: &OpCx, i: I) -> OpResult<O> {} });
+        let out = expand(
+            quote! { role = "viewer", bogus },
+            quote! { async fn f(cx: &OpCx, i: I) -> OpResult<O> {} },
+        );
         let s = out.to_string();
         assert!(s.contains("compile_error"), "{s}");
         assert!(!s.contains("OpMeta"), "{s}");

@@ -6,7 +6,8 @@ use syn::{FnArg, ItemFn, ReturnType, Type};
 
 use crate::ctxt::Ctxt;
 
-const USAGE: &str = "`#[loom_op]` handlers look like `async fn name(cx: &OpCx, input: Input) -> OpResult<Output>`";
+const USAGE: &str =
+    "`#[loom_op]` handlers look like `async fn name(cx: &OpCx, input: Input) -> OpResult<Output>`";
 
 pub(crate) struct Handler {
     pub(crate) input: Type,
@@ -18,7 +19,10 @@ pub(crate) fn check(cx: &mut Ctxt, func: &ItemFn) -> Option<Handler> {
     let name = &sig.ident;
     let mut errors = Ctxt::default();
     if sig.asyncness.is_none() {
-        errors.error_spanned_by(sig.fn_token, format!("`#[loom_op]` handler `{name}` must be async"));
+        errors.error_spanned_by(
+            sig.fn_token,
+            format!("`#[loom_op]` handler `{name}` must be async"),
+        );
     }
     if let Some(c) = &sig.constness {
         errors.error_spanned_by(c, format!("`#[loom_op]` handler `{name}` cannot be const"));
@@ -27,13 +31,22 @@ pub(crate) fn check(cx: &mut Ctxt, func: &ItemFn) -> Option<Handler> {
         errors.error_spanned_by(u, format!("`#[loom_op]` handler `{name}` cannot be unsafe"));
     }
     if let Some(abi) = &sig.abi {
-        errors.error_spanned_by(abi, format!("`#[loom_op]` handler `{name}` cannot have an ABI"));
+        errors.error_spanned_by(
+            abi,
+            format!("`#[loom_op]` handler `{name}` cannot have an ABI"),
+        );
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        errors.error_spanned_by(&sig.generics, format!("`#[loom_op]` handler `{name}` cannot be generic"));
+        errors.error_spanned_by(
+            &sig.generics,
+            format!("`#[loom_op]` handler `{name}` cannot be generic"),
+        );
     }
     if let Some(v) = &sig.variadic {
-        errors.error_spanned_by(v, format!("`#[loom_op]` handler `{name}` cannot be variadic"));
+        errors.error_spanned_by(
+            v,
+            format!("`#[loom_op]` handler `{name}` cannot be variadic"),
+        );
     }
     let mut typed = Vec::new();
     for arg in &sig.inputs {
@@ -51,15 +64,21 @@ pub(crate) fn check(cx: &mut Ctxt, func: &ItemFn) -> Option<Handler> {
             format!("`#[loom_op]` handler `{name}` takes exactly two arguments, `cx: &OpCx` and its input; found {}", typed.len()),
         ));
     }
-    if let Some(first) = typed.first() {
-        if !matches!(&*first.ty, Type::Reference(r) if r.mutability.is_none()) {
-            errors.error_spanned_by(&first.ty, format!("the first argument of `{name}` is the call context, `cx: &OpCx`"));
-        }
+    if let Some(first) = typed.first()
+        && !matches!(&*first.ty, Type::Reference(r) if r.mutability.is_none())
+    {
+        errors.error_spanned_by(
+            &first.ty,
+            format!("the first argument of `{name}` is the call context, `cx: &OpCx`"),
+        );
     }
     let ret = match &sig.output {
         ReturnType::Type(_, ty) => Some((**ty).clone()),
         ReturnType::Default => {
-            errors.error_spanned_by(&sig.ident, format!("`#[loom_op]` handler `{name}` must return `OpResult<Output>`"));
+            errors.error_spanned_by(
+                &sig.ident,
+                format!("`#[loom_op]` handler `{name}` must return `OpResult<Output>`"),
+            );
             None
         }
     };
@@ -69,5 +88,8 @@ pub(crate) fn check(cx: &mut Ctxt, func: &ItemFn) -> Option<Handler> {
         cx.extend(errors);
         return None;
     }
-    Some(Handler { input: (*typed[1].ty).clone(), ret: ret? })
+    Some(Handler {
+        input: (*typed[1].ty).clone(),
+        ret: ret?,
+    })
 }
