@@ -3,6 +3,8 @@
 //! Each plane is a module whose `#[loom_op]` handlers take their op name
 //! from it (`fn capabilities` in `mod ops` → `ops.capabilities`).
 
+pub mod audit;
+pub mod grants;
 pub mod ops;
 pub mod store;
 

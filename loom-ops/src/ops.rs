@@ -25,5 +25,7 @@ async fn capabilities(_cx: &OpCx, _input: CapabilitiesInput) -> OpResult<Capabil
     let registry = Registry::global().map_err(|errors| {
         loom_core::LoomError::internal(format!("registry is invalid: {errors:?}"))
     })?;
-    Ok(Capabilities { ops: loom_core::capabilities(registry) })
+    Ok(Capabilities {
+        ops: loom_core::capabilities(registry),
+    })
 }

@@ -27,6 +27,9 @@ async fn opens_migrates_and_writes_on_every_backend() {
 async fn sqlite_runs_in_wal_mode() {
     let t = testing::sqlite().await;
     assert_eq!(t.store.backend(), Backend::Sqlite);
-    let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode").fetch_one(t.store.reader()).await.unwrap();
+    let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
+        .fetch_one(t.store.reader())
+        .await
+        .unwrap();
     assert_eq!(mode, "wal");
 }

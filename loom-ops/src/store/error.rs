@@ -16,9 +16,12 @@ pub fn db_error(e: sqlx::Error) -> LoomError {
             let code = db.code().unwrap_or_default();
             // SQLITE_BUSY (5), SQLITE_LOCKED (6); PostgreSQL serialization (40001) and deadlock (40P01).
             if matches!(code.as_ref(), "5" | "6" | "517" | "40001" | "40P01") {
-                LoomError::new(ErrorCode::BackendTimeout, "the store could not finish in time; retry")
-                    .with_retry_after(std::time::Duration::from_secs(1))
-                    .with_internal(e.to_string())
+                LoomError::new(
+                    ErrorCode::BackendTimeout,
+                    "the store could not finish in time; retry",
+                )
+                .with_retry_after(std::time::Duration::from_secs(1))
+                .with_internal(e.to_string())
             } else {
                 LoomError::internal(e)
             }

@@ -67,7 +67,8 @@ fn valid_schema_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 impl Store {
@@ -87,7 +88,9 @@ impl Store {
             Backend::Postgres => options.url.clone(),
         };
         let schema = match &options.pg_schema {
-            Some(s) if !valid_schema_name(s) => return Err(format!("invalid PostgreSQL schema name {s:?}")),
+            Some(s) if !valid_schema_name(s) => {
+                return Err(format!("invalid PostgreSQL schema name {s:?}"));
+            }
             other => other.clone(),
         };
         let setup = move |schema: Option<String>| {
@@ -106,7 +109,8 @@ impl Store {
                             }
                             Backend::Postgres => {
                                 if let Some(schema) = schema {
-                                    conn.execute(format!("SET search_path TO {schema}").as_str()).await?;
+                                    conn.execute(format!("SET search_path TO {schema}").as_str())
+                                        .await?;
                                 }
                             }
                         }
@@ -143,7 +147,11 @@ impl Store {
                 .map_err(|e| format!("cannot open the database: {e}"))?,
             Backend::Postgres => writer.clone(),
         };
-        Ok(Store { backend, writer, reader })
+        Ok(Store {
+            backend,
+            writer,
+            reader,
+        })
     }
 
     /// Runs the embedded migrations for this backend.
@@ -152,6 +160,9 @@ impl Store {
             Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
             Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
         };
-        migrator.run(&self.writer).await.map_err(|e| format!("migrations failed: {e}"))
+        migrator
+            .run(&self.writer)
+            .await
+            .map_err(|e| format!("migrations failed: {e}"))
     }
 }

@@ -13,7 +13,9 @@ pub fn sqlite_url() -> (String, std::path::PathBuf) {
 
 /// The PostgreSQL URL tests use, when set.
 pub fn postgres_url() -> Option<String> {
-    std::env::var("LOOM_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())
+    std::env::var("LOOM_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
 }
 
 /// A fresh schema name.
@@ -50,7 +52,11 @@ pub async fn sqlite() -> TestStore {
     let (url, dir) = sqlite_url();
     let options = StoreOptions::new(url);
     let store = Store::open(options.clone()).await.expect("open sqlite");
-    TestStore { store, options, dir: Some(dir) }
+    TestStore {
+        store,
+        options,
+        dir: Some(dir),
+    }
 }
 
 /// A migrated PostgreSQL store in a fresh schema, when `LOOM_TEST_DATABASE_URL` is set.
@@ -60,7 +66,11 @@ pub async fn postgres() -> Option<TestStore> {
     options.pg_schema = Some(fresh_schema());
     options.max_connections = 8;
     let store = Store::open(options.clone()).await.expect("open postgres");
-    Some(TestStore { store, options, dir: None })
+    Some(TestStore {
+        store,
+        options,
+        dir: None,
+    })
 }
 
 /// Every backend this machine can test: SQLite, and PostgreSQL when set.

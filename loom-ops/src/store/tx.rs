@@ -45,7 +45,11 @@ impl WriteTx {
 }
 
 /// Writes one audit row.
-pub(crate) async fn insert_audit(conn: &mut sqlx::AnyConnection, cx: &OpCx, outcome: &str) -> OpResult<()> {
+pub(crate) async fn insert_audit(
+    conn: &mut sqlx::AnyConnection,
+    cx: &OpCx,
+    outcome: &str,
+) -> OpResult<()> {
     sqlx::query(
         "INSERT INTO audit_log (org, namespace, subject, agent, op, args_digest, outcome, request_id, at_ms) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
