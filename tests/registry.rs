@@ -12,6 +12,12 @@ fn registry() -> &'static Registry {
 #[test]
 fn the_linked_ops_are_exactly_these() {
     let names: Vec<&str> = registry().ops().iter().map(|o| o.name.as_str()).collect();
-    let expected: Vec<&str> = include_str!("golden/ops.txt").lines().filter(|l| !l.is_empty()).collect();
-    assert_eq!(names, expected, "update tests/golden/ops.txt when adding or removing an op");
+    let expected: Vec<&str> = include_str!("golden/ops.txt")
+        .lines()
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        names, expected,
+        "update tests/golden/ops.txt when adding or removing an op"
+    );
 }

@@ -1,0 +1,4 @@
+//! Transports: each turns its protocol into [`crate::pipeline`] calls and
+//! renders the one [`loom_core::LoomError`] its own way.
+
+pub mod http;
