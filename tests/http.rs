@@ -823,3 +823,106 @@ async fn without_auth_calls_run_as_anonymous_admin() {
         t.server.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn a_key_whose_first_call_still_runs_is_409_in_flight() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let boss = t.token("acme", "boss", Role::Admin, &[]);
+        let body = json!({"subject": "bo", "role": "writer"});
+        // another replica claimed the key for this very request and is still running it
+        let hash = loom_server::pipeline::idempotency::request_hash("grants.set", &body);
+        let claimed =
+            t.db.store
+                .idempotency_begin(
+                    ("acme", "boss"),
+                    "k-busy",
+                    "grants.set",
+                    &hash,
+                    86_400_000,
+                    300_000,
+                )
+                .await
+                .unwrap();
+        assert_eq!(claimed, loom_ops::store::IdemBegin::Owned, "{n}");
+        let a = t
+            .send(
+                t.request("grants.set", Some(&boss))
+                    .header("idempotency-key", "k-busy")
+                    .json(&body),
+            )
+            .await;
+        assert_envelope(&a, 409, "IDEMPOTENCY_KEY_IN_FLIGHT", n);
+        assert_eq!(a.header("retry-after"), Some("1"), "{n}");
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM grants").await,
+            0,
+            "{n}: the op ran"
+        );
+        t.server.shutdown().await;
+    }
+}
+
+mod slow_clients {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    async fn read_all(stream: &mut TcpStream) -> String {
+        let mut out = Vec::new();
+        // bounded: the server closes or answers long before this
+        let _ = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_body_that_never_arrives_is_408_and_a_header_that_never_ends_is_dropped() {
+        for t in servers(|c| {
+            c.body_read_timeout = Duration::from_millis(200);
+            c.header_read_timeout = Duration::from_millis(200);
+        })
+        .await
+        {
+            let n = t.name();
+            let token = t.token("default", "ana", Role::Viewer, &[]);
+            let mut s = TcpStream::connect(t.server.addr).await.unwrap();
+            let head = format!(
+                "POST /v1/ops.capabilities HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\n\
+                 content-type: application/json\r\ncontent-length: 10\r\nconnection: close\r\n\r\n{{"
+            );
+            s.write_all(head.as_bytes()).await.unwrap();
+            let answer = read_all(&mut s).await;
+            assert!(answer.starts_with("HTTP/1.1 408"), "{n}: {answer}");
+            assert!(answer.contains("REQUEST_TIMEOUT"), "{n}: {answer}");
+
+            let mut s = TcpStream::connect(t.server.addr).await.unwrap();
+            s.write_all(b"POST /v1/ops.capabilities HTTP/1.1\r\nhost: x\r\n")
+                .await
+                .unwrap();
+            let answer = read_all(&mut s).await;
+            assert!(!answer.contains("200 OK"), "{n}: {answer}");
+            t.server.shutdown().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_chunked_body_over_the_limit_is_413() {
+        for t in servers(|c| c.max_body_bytes = 1024).await {
+            let n = t.name();
+            let token = t.token("default", "ana", Role::Viewer, &[]);
+            let mut s = TcpStream::connect(t.server.addr).await.unwrap();
+            let chunk = format!("{{\"pad\": \"{}\"}}", "x".repeat(3000));
+            let req = format!(
+                "POST /v1/ops.capabilities HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\n\
+                 transfer-encoding: chunked\r\nconnection: close\r\n\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
+                chunk.len()
+            );
+            s.write_all(req.as_bytes()).await.unwrap();
+            let answer = read_all(&mut s).await;
+            assert!(answer.starts_with("HTTP/1.1 413"), "{n}: {answer}");
+            assert!(answer.contains("PAYLOAD_TOO_LARGE"), "{n}: {answer}");
+            t.server.shutdown().await;
+        }
+    }
+}
