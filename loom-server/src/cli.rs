@@ -166,19 +166,24 @@ fn with_runtime(work: impl std::future::Future<Output = Result<(), String>>) -> 
     }
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("LOOM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+fn init_logging(config: &Config) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter)
+        .map_err(|e| format!("LOOM_LOG={:?} is not valid: {e}", config.log_filter))?;
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = if config.log_json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+    Ok(())
 }
 
 async fn serve() -> Result<(), String> {
-    init_logging();
-    registry_or_report().ok_or("the op registry is invalid")?;
     let config = Config::from_env()?;
+    init_logging(&config)?;
+    registry_or_report().ok_or("the op registry is invalid")?;
     let server = crate::app::spawn(config).await?;
     let app = server.app.clone();
     let base = server.url();

@@ -51,6 +51,10 @@ pub struct Config {
     pub idempotency_ttl: Duration,
     /// `LOOM_SHUTDOWN_GRACE_SECS` (30): how long in-flight calls may finish on shutdown.
     pub shutdown_grace: Duration,
+    /// `LOOM_LOG` (`info`): the log filter, in `tracing` syntax.
+    pub log_filter: String,
+    /// `LOOM_LOG_FORMAT` (`text`): `text` or `json` (one JSON object per line).
+    pub log_json: bool,
     /// Load the revocation list at start (always, outside tests of the not-ready state).
     pub load_revocations: bool,
 }
@@ -108,6 +112,8 @@ impl Default for Config {
             revocation_refresh: Duration::from_secs(10),
             idempotency_ttl: Duration::from_secs(86_400),
             shutdown_grace: Duration::from_secs(30),
+            log_filter: "info".into(),
+            log_json: false,
             load_revocations: true,
         }
     }
@@ -214,6 +220,20 @@ impl Config {
         }
         if let Some(v) = get("LOOM_SHUTDOWN_GRACE_SECS") {
             c.shutdown_grace = seconds("LOOM_SHUTDOWN_GRACE_SECS", v)?;
+        }
+        if let Some(v) = get("LOOM_LOG") {
+            c.log_filter = v.trim().to_owned();
+        }
+        if let Some(v) = get("LOOM_LOG_FORMAT") {
+            c.log_json = match v.trim() {
+                "text" => false,
+                "json" => true,
+                _ => {
+                    return Err(format!(
+                        "LOOM_LOG_FORMAT={v:?} is not valid: expected text or json"
+                    ));
+                }
+            };
         }
         Ok(c)
     }

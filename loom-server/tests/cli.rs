@@ -155,10 +155,17 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
         .arg("serve")
         .env("LOOM_DATABASE_URL", &url)
         .env("LOOM_PORT", "0")
+        .env("LOOM_LOG_FORMAT", "json")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let logs = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut text).unwrap();
+        text
+    });
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     let base = first
@@ -200,6 +207,34 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+    let out = loom()
+        .args([
+            "token",
+            "mint",
+            "--org",
+            "default",
+            "--subject",
+            "ana",
+            "--role",
+            "viewer",
+        ])
+        .env("LOOM_DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let r = client
+        .post(format!("{base}/v1/ops.capabilities"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = client
+        .post(format!("{base}/v1/ops.capabilities?token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
 
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -208,5 +243,14 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
     assert!(killed.success());
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
+    let logs = logs.join().unwrap();
+    assert!(!logs.contains(&token), "a token was logged");
+    let answered: Vec<&str> = logs.lines().filter(|l| l.contains("answered")).collect();
+    assert_eq!(
+        answered.len(),
+        3 + answered.iter().filter(|l| l.contains("/readyz")).count(),
+        "{logs}"
+    );
+    assert!(answered.iter().all(|l| l.contains("request_id")), "{logs}");
     let _ = std::fs::remove_dir_all(dir);
 }
