@@ -228,6 +228,20 @@ async fn missing_and_invalid_tokens_are_401_with_the_right_challenge() {
                 },
             ),
         ));
+        // a key id this server does not have; another token type
+        let mut with_kid = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+        with_kid.kid = Some("other-key".into());
+        let key = jsonwebtoken::EncodingKey::from_secret(&secret);
+        bad.push((
+            "kid",
+            jsonwebtoken::encode(&with_kid, &claims("default", "eve", 3600), &key).unwrap(),
+        ));
+        let mut at_jwt = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+        at_jwt.typ = Some("refresh+jwt".into());
+        bad.push((
+            "typ",
+            jsonwebtoken::encode(&at_jwt, &claims("default", "eve", 3600), &key).unwrap(),
+        ));
         // missing jti
         let mut no_jti = serde_json::to_value(claims("default", "eve", 3600)).unwrap();
         no_jti.as_object_mut().unwrap().remove("jti");

@@ -8,7 +8,9 @@
 //! issuer and audience against the configuration, allows
 //! `LOOM_JWT_LEEWAY_SECS` (default 30 s) of clock skew, and requires the
 //! Loom claims `org`, `role`, `jti` and `token_use = "access"` (so no other
-//! kind of token can stand in for an access token). Revoked `jti`s are
+//! kind of token can stand in for an access token). A header with a `kid`
+//! (this server has one key and names none) or a `typ` other than `JWT` is
+//! refused; `jku`, `x5u`, `jwk` and `x5c` are never followed. Revoked `jti`s are
 //! refused from the [`Revocations`] list.
 
 use std::collections::HashSet;
@@ -146,6 +148,20 @@ impl JwtKeys {
     /// Checks a token's signature, algorithm, times, issuer, audience and
     /// claims (not revocation: see [`Revocations`]).
     pub fn verify(&self, token: &str) -> Result<Claims, InvalidToken> {
+        // One key and no key ids: a `kid` names a key this server does not
+        // have. A `typ` other than JWT is another kind of token.
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| InvalidToken(format!("{:?}", e.kind())))?;
+        if header.kid.is_some() {
+            return Err(InvalidToken("unknown kid".into()));
+        }
+        if header
+            .typ
+            .as_deref()
+            .is_some_and(|t| !t.eq_ignore_ascii_case("JWT"))
+        {
+            return Err(InvalidToken("typ is not JWT".into()));
+        }
         let data = decode::<Claims>(token, &self.decoding, &self.validation)
             .map_err(|e| InvalidToken(format!("{:?}", e.kind())))?;
         let c = data.claims;
