@@ -1,6 +1,169 @@
-//! Shared helpers for Loom's end-to-end tests.
+//! Shared helpers for Loom's end-to-end tests: a real server on an
+//! ephemeral loopback port, on every backend this machine can test, and a
+//! client that speaks HTTP to it.
+
+use loom_core::Role;
+use loom_ops::store::testing::{self, TestStore};
+use loom_server::tokens::MintSpec;
+use loom_server::{Config, RunningServer};
+use serde_json::Value;
 
 /// Makes sure every op crate is linked into the test binary.
 pub fn link() {
     loom_ops::link();
+}
+
+/// A server under test and the store it runs on.
+pub struct TestServer {
+    /// The running server.
+    pub server: RunningServer,
+    /// The same database, opened by the test (to count rows).
+    pub db: TestStore,
+    /// The client.
+    pub client: reqwest::Client,
+}
+
+/// One answer.
+#[derive(Debug)]
+pub struct Answer {
+    /// The status.
+    pub status: u16,
+    /// The headers.
+    pub headers: reqwest::header::HeaderMap,
+    /// The body as JSON (`Null` when it is not JSON).
+    pub body: Value,
+    /// The body as text.
+    pub text: String,
+}
+
+impl Answer {
+    /// A header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The envelope's error code.
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+}
+
+/// A server per backend (SQLite, and PostgreSQL when `LOOM_TEST_DATABASE_URL`
+/// is set), each on a fresh database, configured by `tweak`, and ready.
+pub async fn servers(tweak: impl Fn(&mut Config)) -> Vec<TestServer> {
+    link();
+    let mut out = Vec::new();
+    for db in testing::all().await {
+        let mut config = Config {
+            bind_host: "127.0.0.1".into(),
+            port: 0,
+            database_url: db.options.url.clone(),
+            pg_schema: db.options.pg_schema.clone(),
+            database_max_connections: 4,
+            ..Config::default()
+        };
+        tweak(&mut config);
+        let wait_ready = config.load_revocations || !config.auth_required;
+        let server = loom_server::spawn(config).await.expect("server starts");
+        let t = TestServer {
+            server,
+            db,
+            client: reqwest::Client::new(),
+        };
+        if wait_ready {
+            t.wait_ready().await;
+        }
+        out.push(t);
+    }
+    out
+}
+
+impl TestServer {
+    /// The backend's name, for assertion messages.
+    pub fn name(&self) -> &'static str {
+        self.db.name()
+    }
+
+    /// `http://127.0.0.1:port`.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// Polls `/readyz` (bounded) until it answers 200.
+    pub async fn wait_ready(&self) {
+        for _ in 0..500 {
+            let r = self
+                .client
+                .get(format!("{}/readyz", self.url()))
+                .send()
+                .await
+                .expect("readyz");
+            if r.status() == 200 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("{}: the server never became ready", self.name());
+    }
+
+    /// Mints a token with this server's key.
+    pub fn token(&self, org: &str, subject: &str, role: Role, namespaces: &[&str]) -> String {
+        self.mint(MintSpec {
+            org: org.into(),
+            subject: subject.into(),
+            role,
+            namespaces: namespaces.iter().map(|s| (*s).to_owned()).collect(),
+            ttl_secs: 3600,
+            platform_admin: false,
+            consumer: None,
+        })
+    }
+
+    /// Mints a token from a full spec.
+    pub fn mint(&self, spec: MintSpec) -> String {
+        self.server.app.keys.mint(spec).expect("mint").0
+    }
+
+    /// Sends a prepared request.
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Answer {
+        let r = request.send().await.expect("request");
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        let text = r.text().await.expect("body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Answer {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    /// `POST /v1/<op>` with a JSON body and an optional bearer.
+    pub async fn post(&self, op: &str, token: Option<&str>, body: Value) -> Answer {
+        self.send(self.request(op, token).json(&body)).await
+    }
+
+    /// A `POST /v1/<op>` request to finish.
+    pub fn request(&self, op: &str, token: Option<&str>) -> reqwest::RequestBuilder {
+        let mut r = self.client.post(format!("{}/v1/{op}", self.url()));
+        if let Some(token) = token {
+            r = r.bearer_auth(token);
+        }
+        r
+    }
+
+    /// Counts rows with a query returning one BIGINT.
+    pub async fn count(&self, sql: &str) -> i64 {
+        let (n,): (i64,) = sqlx::query_as(sql)
+            .fetch_one(self.db.store.reader())
+            .await
+            .expect(sql);
+        n
+    }
+
+    /// Writes the queued ledger rows.
+    pub async fn flush_ledger(&self) {
+        self.server.app.ledger.flush().await;
+    }
 }

@@ -107,6 +107,10 @@ error_codes! {
     BadRequest = "BAD_REQUEST", 400, Validation, false;
     /// The request body is over the configured limit.
     PayloadTooLarge = "PAYLOAD_TOO_LARGE", 413, Validation, false;
+    /// The client did not send its request within the read timeout.
+    RequestTimeout = "REQUEST_TIMEOUT", 408, Validation, true;
+    /// The HTTP method is not the one the endpoint takes.
+    MethodNotAllowed = "METHOD_NOT_ALLOWED", 405, Validation, false;
     /// An idempotency key was reused with a different request.
     IdempotencyMismatch = "IDEMPOTENCY_KEY_MISMATCH", 422, Validation, false;
     /// No op of that name.

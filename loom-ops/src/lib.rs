@@ -3,8 +3,10 @@
 //! Each plane is a module whose `#[loom_op]` handlers take their op name
 //! from it (`fn capabilities` in `mod ops` → `ops.capabilities`).
 
+pub mod audit;
 pub mod blacklist;
 pub mod context;
+pub mod grants;
 pub mod memory;
 pub mod namespace;
 pub mod ops;

@@ -9,7 +9,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use loom_core::Registry;
+use loom_core::{Registry, Role};
+use loom_ops::store::Store;
+
+use crate::config::Config;
+use crate::tokens::{JwtKeys, MintSpec};
 use loom_core::export::{self, Format};
 
 #[derive(Debug, Parser)]
@@ -25,6 +29,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serves the HTTP API (configuration from `LOOM_*` variables; see the README).
+    Serve,
+    /// Runs the database migrations and exits.
+    Migrate,
+    /// Mints or revokes access tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
     /// Writes the action schema a policy gateway governs Loom's tools with.
     ExportActions {
         /// `json`: the MCP tools/list manifest plus a `loom` block per tool;
@@ -35,6 +48,48 @@ enum Command {
         #[arg(short = 'o', long = "output", default_value = "-")]
         output: PathBuf,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Prints one signed access token on standard output, and nothing else.
+    Mint {
+        /// The org the token acts in (`*`: any org).
+        #[arg(long)]
+        org: String,
+        /// The subject (who the token is for).
+        #[arg(long)]
+        subject: String,
+        /// viewer, writer or admin.
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// A namespace the token names (repeat for more; the first is its
+        /// default workspace). None: every namespace of its org.
+        #[arg(long = "namespace")]
+        namespaces: Vec<String>,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = DEFAULT_TTL_SECS, value_parser = clap::value_parser!(u64).range(1..))]
+        ttl: u64,
+        /// A platform admin token (may act in any org).
+        #[arg(long)]
+        platform_admin: bool,
+        /// The client the token is for (the `consumer` claim).
+        #[arg(long)]
+        consumer: Option<String>,
+    },
+    /// Adds a token id (`jti`) to the revocation list; every server refuses
+    /// it within `LOOM_REVOCATION_REFRESH_SECS`.
+    Revoke {
+        /// The token's `jti` claim.
+        jti: String,
+    },
+}
+
+/// The lifetime of a minted token when `--ttl` is not given: 30 days.
+pub const DEFAULT_TTL_SECS: u64 = 30 * 24 * 3600;
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    s.parse()
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -63,7 +118,157 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     };
     match cli.command {
         Command::ExportActions { format, output } => export_actions(format.into(), &output),
+        Command::Serve => with_runtime(serve()),
+        Command::Migrate => with_runtime(migrate()),
+        Command::Token {
+            command:
+                TokenCommand::Mint {
+                    org,
+                    subject,
+                    role,
+                    namespaces,
+                    ttl,
+                    platform_admin,
+                    consumer,
+                },
+        } => with_runtime(mint(MintSpec {
+            org,
+            subject,
+            role,
+            namespaces,
+            ttl_secs: ttl,
+            platform_admin,
+            consumer,
+        })),
+        Command::Token {
+            command: TokenCommand::Revoke { jti },
+        } => with_runtime(revoke(jti)),
     }
+}
+
+fn with_runtime(work: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("loom: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("loom: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(config: &Config) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter)
+        .map_err(|e| format!("LOOM_LOG={:?} is not valid: {e}", config.log_filter))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if config.log_json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+    Ok(())
+}
+
+async fn serve() -> Result<(), String> {
+    let config = Config::from_env()?;
+    init_logging(&config)?;
+    registry_or_report().ok_or("the op registry is invalid")?;
+    let server = crate::app::spawn(config).await?;
+    let app = server.app.clone();
+    let base = server.url();
+    println!(
+        "loom: serving the HTTP API at {base}/v1/<op> (health {base}/healthz, readiness {base}/readyz)"
+    );
+    println!("loom: store {}", app.store.backend().as_str());
+    if !app.config.auth_required {
+        println!(
+            "loom: authentication is OFF (LOOM_AUTH_REQUIRED=false): every call acts as admin"
+        );
+    }
+    if app.first_start {
+        println!("loom: created org 'default' with namespace 'default'. Mint a token with:");
+        println!("  loom token mint --org default --subject you --role admin");
+        println!(
+            "then call: curl -X POST {base}/v1/ops.capabilities -H \"Authorization: Bearer $TOKEN\""
+        );
+    }
+    shutdown_signal().await;
+    tracing::info!("signal received");
+    server.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+async fn open_store(config: &Config) -> Result<Store, String> {
+    Store::open(config.store_options()).await
+}
+
+async fn migrate() -> Result<(), String> {
+    let config = Config::from_env()?;
+    let store = open_store(&config).await?;
+    store.close().await;
+    println!(
+        "loom: migrations are up to date ({})",
+        store.backend().as_str()
+    );
+    Ok(())
+}
+
+async fn mint(spec: MintSpec) -> Result<(), String> {
+    let config = Config::from_env()?;
+    if spec.org.trim().is_empty() || spec.subject.trim().is_empty() {
+        return Err("token mint: --org and --subject must not be empty".into());
+    }
+    let store = open_store(&config).await?;
+    let keys = JwtKeys::load(&store, &config).await;
+    store.close().await;
+    let (token, _claims) = keys?.mint(spec)?;
+    println!("{token}");
+    Ok(())
+}
+
+async fn revoke(jti: String) -> Result<(), String> {
+    let config = Config::from_env()?;
+    let store = open_store(&config).await?;
+    let added = store.revoke_token(jti.trim()).await;
+    store.close().await;
+    match added {
+        Ok(true) => println!("loom: revoked {jti}"),
+        Ok(false) => println!("loom: {jti} was already revoked"),
+        Err(e) => return Err(e.internal_message().unwrap_or(e.message()).to_owned()),
+    }
+    Ok(())
 }
 
 /// The registry, or every fault in it on standard error.

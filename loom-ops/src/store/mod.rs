@@ -12,11 +12,13 @@
 //! where the dialects differ, [`Backend`] picks the statement.
 
 mod error;
+mod gates;
 mod open;
 pub mod testing;
 mod tx;
 
 pub use error::db_error;
+pub use gates::{GrantRow, IdemBegin, SIGNING_KEY_SETTING};
 pub use open::{StoreOptions, default_database_url};
 pub use tx::WriteTx;
 

@@ -1,3 +1,5 @@
-//! The transports: HTTP (`/v1`) and MCP (`/mcp`).
+//! Transports: each turns its protocol into [`crate::pipeline`] calls and
+//! renders the one [`loom_core::LoomError`] its own way.
 
+pub mod http;
 pub mod mcp;

@@ -1,0 +1,343 @@
+//! What the call pipeline keeps in the store: the JWT signing key, the
+//! first-start org, revocations, grants, idempotency keys and the call
+//! ledger. Everything lives in the database so every replica shares it.
+
+use loom_core::{AgentEvent, BoxFuture, EventSink, LoomError, OpResult, Role};
+
+use super::{Store, db_error, now_ms};
+
+/// The `settings` row holding the generated JWT signing key (hex).
+pub const SIGNING_KEY_SETTING: &str = "jwt_signing_key";
+
+/// What an idempotency key lookup found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IdemBegin {
+    /// The key is new (or its old answer expired): this call runs and stores its answer.
+    Owned,
+    /// The stored answer to replay.
+    Replay {
+        /// The HTTP status.
+        status: u16,
+        /// The body, as JSON text.
+        body: String,
+    },
+    /// The key was used with a different request.
+    Mismatch,
+    /// A call with this key is still running.
+    InFlight,
+}
+
+/// One grant row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrantRow {
+    /// The subject.
+    pub subject: String,
+    /// The granted role.
+    pub role: Role,
+    /// Who granted it.
+    pub granted_by: String,
+    /// When (milliseconds since the Unix epoch).
+    pub created_ms: i64,
+}
+
+fn parse_role(s: &str) -> OpResult<Role> {
+    s.parse()
+        .map_err(|e: String| LoomError::internal(format!("grants row: {e}")))
+}
+
+impl Store {
+    /// The stored signing key; on a store without one, stores `generated`
+    /// first. Replicas racing on an empty store all end up with the one row
+    /// that won.
+    pub async fn signing_key(&self, generated: &str) -> OpResult<String> {
+        sqlx::query("INSERT INTO settings (name, value, created_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING")
+            .bind(SIGNING_KEY_SETTING)
+            .bind(generated)
+            .bind(now_ms())
+            .execute(self.writer())
+            .await
+            .map_err(db_error)?;
+        let (value,): (String,) = sqlx::query_as("SELECT value FROM settings WHERE name = $1")
+            .bind(SIGNING_KEY_SETTING)
+            .fetch_one(self.writer())
+            .await
+            .map_err(db_error)?;
+        Ok(value)
+    }
+
+    /// On a store with no org, creates org `default` with namespace
+    /// `default`; returns whether it did.
+    pub async fn ensure_default_org(&self) -> OpResult<bool> {
+        let mut tx = self.writer().begin().await.map_err(db_error)?;
+        let (orgs,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM orgs")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        if orgs > 0 {
+            tx.rollback().await.map_err(db_error)?;
+            return Ok(false);
+        }
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO orgs (org, created_ms) VALUES ($1, $2) ON CONFLICT (org) DO NOTHING",
+        )
+        .bind("default")
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        sqlx::query(
+            "INSERT INTO namespaces (org, namespace, created_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (org, namespace) DO NOTHING",
+        )
+        .bind("default")
+        .bind("default")
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(true)
+    }
+
+    /// Whether `org/namespace` is restricted (refuses every other org).
+    pub async fn namespace_restricted(&self, org: &str, namespace: &str) -> OpResult<bool> {
+        let row: Option<(i64,)> = sqlx::query_as(
+            "SELECT CAST(CASE WHEN restricted THEN 1 ELSE 0 END AS BIGINT) FROM namespaces \
+             WHERE org = $1 AND namespace = $2",
+        )
+        .bind(org)
+        .bind(namespace)
+        .fetch_optional(self.reader())
+        .await
+        .map_err(db_error)?;
+        Ok(row.is_some_and(|(r,)| r != 0))
+    }
+
+    /// Every revoked token id.
+    pub async fn revoked_jtis(&self) -> OpResult<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as("SELECT jti FROM revoked_tokens")
+            .fetch_all(self.reader())
+            .await
+            .map_err(db_error)?;
+        Ok(rows.into_iter().map(|(j,)| j).collect())
+    }
+
+    /// Adds `jti` to the revocation list; false when it was already there.
+    pub async fn revoke_token(&self, jti: &str) -> OpResult<bool> {
+        let done = sqlx::query("INSERT INTO revoked_tokens (jti, revoked_ms) VALUES ($1, $2) ON CONFLICT (jti) DO NOTHING")
+            .bind(jti)
+            .bind(now_ms())
+            .execute(self.writer())
+            .await
+            .map_err(db_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The role `subject` was granted on `org/namespace`, if any.
+    pub async fn granted_role(
+        &self,
+        org: &str,
+        namespace: &str,
+        subject: &str,
+    ) -> OpResult<Option<Role>> {
+        let row: Option<(String,)> = sqlx::query_as(
+            "SELECT role FROM grants WHERE org = $1 AND namespace = $2 AND subject = $3",
+        )
+        .bind(org)
+        .bind(namespace)
+        .bind(subject)
+        .fetch_optional(self.reader())
+        .await
+        .map_err(db_error)?;
+        row.map(|(r,)| parse_role(&r)).transpose()
+    }
+
+    /// Every grant on `org/namespace`, by subject.
+    pub async fn grants(&self, org: &str, namespace: &str) -> OpResult<Vec<GrantRow>> {
+        let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
+            "SELECT subject, role, granted_by, created_ms FROM grants \
+             WHERE org = $1 AND namespace = $2 ORDER BY subject",
+        )
+        .bind(org)
+        .bind(namespace)
+        .fetch_all(self.reader())
+        .await
+        .map_err(db_error)?;
+        rows.into_iter()
+            .map(|(subject, role, granted_by, created_ms)| {
+                Ok(GrantRow {
+                    subject,
+                    role: parse_role(&role)?,
+                    granted_by,
+                    created_ms,
+                })
+            })
+            .collect()
+    }
+
+    /// Looks up (or claims) an idempotency key. A row older than `ttl_ms`,
+    /// or an in-flight row older than `stale_ms` (its call died), is taken over.
+    pub async fn idempotency_begin(
+        &self,
+        principal: (&str, &str),
+        key: &str,
+        op: &str,
+        request_hash: &str,
+        ttl_ms: i64,
+        stale_ms: i64,
+    ) -> OpResult<IdemBegin> {
+        let (org, subject) = principal;
+        let now = now_ms();
+        let inserted = sqlx::query(
+            "INSERT INTO idempotency_keys (org, subject, idem_key, op, request_hash, state, created_ms) \
+             VALUES ($1, $2, $3, $4, $5, 'in_flight', $6) ON CONFLICT (org, subject, idem_key) DO NOTHING",
+        )
+        .bind(org)
+        .bind(subject)
+        .bind(key)
+        .bind(op)
+        .bind(request_hash)
+        .bind(now)
+        .execute(self.writer())
+        .await
+        .map_err(db_error)?;
+        if inserted.rows_affected() == 1 {
+            return Ok(IdemBegin::Owned);
+        }
+        let row: Option<(String, String, String, i64, String, i64)> = sqlx::query_as(
+            "SELECT op, request_hash, state, status, body, created_ms FROM idempotency_keys \
+             WHERE org = $1 AND subject = $2 AND idem_key = $3",
+        )
+        .bind(org)
+        .bind(subject)
+        .bind(key)
+        .fetch_optional(self.writer())
+        .await
+        .map_err(db_error)?;
+        let Some((old_op, old_hash, state, status, body, created_ms)) = row else {
+            // Deleted between the two statements (a failed call released it): claim it again.
+            return Box::pin(self.idempotency_begin(
+                principal,
+                key,
+                op,
+                request_hash,
+                ttl_ms,
+                stale_ms,
+            ))
+            .await;
+        };
+        let expired =
+            now - created_ms > ttl_ms || (state == "in_flight" && now - created_ms > stale_ms);
+        if expired {
+            let taken = sqlx::query(
+                "UPDATE idempotency_keys SET op = $1, request_hash = $2, state = 'in_flight', status = 0, \
+                 body = '', created_ms = $3 WHERE org = $4 AND subject = $5 AND idem_key = $6 AND created_ms = $7",
+            )
+            .bind(op)
+            .bind(request_hash)
+            .bind(now)
+            .bind(org)
+            .bind(subject)
+            .bind(key)
+            .bind(created_ms)
+            .execute(self.writer())
+            .await
+            .map_err(db_error)?;
+            return Ok(if taken.rows_affected() == 1 {
+                IdemBegin::Owned
+            } else {
+                IdemBegin::InFlight
+            });
+        }
+        if old_op != op || old_hash != request_hash {
+            Ok(IdemBegin::Mismatch)
+        } else if state == "in_flight" {
+            Ok(IdemBegin::InFlight)
+        } else {
+            Ok(IdemBegin::Replay {
+                status: u16::try_from(status).unwrap_or(500),
+                body,
+            })
+        }
+    }
+
+    /// Stores the answer of the call that owns the key.
+    pub async fn idempotency_finish(
+        &self,
+        principal: (&str, &str),
+        key: &str,
+        status: u16,
+        body: &str,
+    ) -> OpResult<()> {
+        sqlx::query(
+            "UPDATE idempotency_keys SET state = 'done', status = $1, body = $2 \
+             WHERE org = $3 AND subject = $4 AND idem_key = $5",
+        )
+        .bind(i64::from(status))
+        .bind(body)
+        .bind(principal.0)
+        .bind(principal.1)
+        .bind(key)
+        .execute(self.writer())
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// Forgets a key whose call failed, so a retry with it runs again.
+    pub async fn idempotency_release(&self, principal: (&str, &str), key: &str) -> OpResult<()> {
+        sqlx::query(
+            "DELETE FROM idempotency_keys WHERE org = $1 AND subject = $2 AND idem_key = $3",
+        )
+        .bind(principal.0)
+        .bind(principal.1)
+        .bind(key)
+        .execute(self.writer())
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// Writes a batch of ledger rows in one transaction.
+    pub async fn insert_agent_events(&self, events: &[AgentEvent]) -> OpResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.writer().begin().await.map_err(db_error)?;
+        for e in events {
+            sqlx::query(
+                "INSERT INTO agent_events (org, namespace, subject, agent, consumer, op, transport, run_id, \
+                 session_id, request_id, outcome, status, latency_ms, at_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+            )
+            .bind(&e.org)
+            .bind(&e.namespace)
+            .bind(&e.subject)
+            .bind(&e.agent)
+            .bind(e.consumer.as_deref())
+            .bind(&e.op)
+            .bind(e.transport.as_str())
+            .bind(e.run_id.as_deref())
+            .bind(e.session_id.as_deref())
+            .bind(&e.request_id)
+            .bind(&e.outcome)
+            .bind(i64::from(e.status))
+            .bind(i64::try_from(e.latency_ms).unwrap_or(i64::MAX))
+            .bind(e.at_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)
+    }
+}
+
+impl EventSink for Store {
+    fn write_events<'a>(
+        &'a self,
+        events: &'a [AgentEvent],
+    ) -> BoxFuture<'a, Result<(), LoomError>> {
+        Box::pin(self.insert_agent_events(events))
+    }
+}

@@ -1,0 +1,238 @@
+//! The server: opening the store, the shared state every call reads
+//! ([`App`]), serving it on a socket ([`spawn`]) and shutting down cleanly.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use loom_core::{RateLimiter, Registry, Services};
+use loom_ops::store::Store;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::pipeline::ledger::Ledger;
+use crate::pipeline::ratelimit::InProcessLimiter;
+use crate::tokens::{JwtKeys, Revocations};
+
+/// What every call shares.
+pub struct App {
+    /// The configuration.
+    pub config: Config,
+    /// The store.
+    pub store: Store,
+    /// Every op.
+    pub registry: &'static Registry,
+    /// What handlers receive (the store).
+    pub services: Arc<Services>,
+    /// The token keys.
+    pub keys: JwtKeys,
+    /// The revocation list.
+    pub revocations: Revocations,
+    /// The rate limiter.
+    pub limiter: Arc<dyn RateLimiter>,
+    /// The call ledger writer.
+    pub ledger: Ledger,
+    /// Whether this start created org `default` on an empty store.
+    pub first_start: bool,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("store", &self.store.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+fn text(e: &loom_core::LoomError) -> String {
+    e.internal_message().unwrap_or(e.message()).to_owned()
+}
+
+impl App {
+    /// Opens the store (running migrations), creates org `default` on an
+    /// empty store and loads the signing key. Must run on a Tokio runtime
+    /// (it starts the ledger writer).
+    pub async fn open(config: Config) -> Result<Arc<App>, String> {
+        config.check()?;
+        let registry = Registry::global().map_err(|errors| {
+            let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            format!("the op registry is invalid: {}", list.join("; "))
+        })?;
+        let store = Store::open(config.store_options()).await?;
+        let first_start = store.ensure_default_org().await.map_err(|e| text(&e))?;
+        let keys = JwtKeys::load(&store, &config).await?;
+        let mut services = Services::new();
+        services.insert(store.clone());
+        let limiter: Arc<dyn RateLimiter> = Arc::new(InProcessLimiter::new(&config));
+        let ledger = Ledger::start(Arc::new(store.clone()));
+        Ok(Arc::new(App {
+            registry,
+            services: Arc::new(services),
+            keys,
+            revocations: Revocations::default(),
+            limiter,
+            ledger,
+            first_start,
+            store,
+            config,
+        }))
+    }
+
+    /// Whether the server can check credentials: the revocation list has
+    /// loaded (or authentication is off). Migrations ran before [`App`] existed.
+    pub fn ready(&self) -> bool {
+        !self.config.auth_required || self.revocations.loaded()
+    }
+}
+
+/// Keeps the revocation list fresh: loads it now, then every
+/// `LOOM_REVOCATION_REFRESH_SECS`; a failed first load is retried every second.
+fn start_revocation_refresh(app: Arc<App>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let wait = match app.revocations.refresh(&app.store).await {
+                Ok(n) => {
+                    tracing::debug!(revoked = n, "revocation list loaded");
+                    app.config.revocation_refresh
+                }
+                Err(e) => {
+                    tracing::error!(cause = %text(&e), "revocation list not loaded");
+                    if app.revocations.loaded() {
+                        app.config.revocation_refresh
+                    } else {
+                        std::time::Duration::from_secs(1)
+                    }
+                }
+            };
+            tokio::time::sleep(wait).await;
+        }
+    })
+}
+
+/// A server running on a socket.
+pub struct RunningServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its shared state (tests read the store and flush the ledger through it).
+    pub app: Arc<App>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for RunningServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunningServer {
+    /// `http://addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting connections, lets in-flight calls finish (up to
+    /// `LOOM_SHUTDOWN_GRACE_SECS`), writes the queued ledger rows and
+    /// closes the store.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+
+    /// Waits until the server stops (after [`RunningServer::shutdown`] from
+    /// elsewhere, or forever).
+    pub async fn stopped(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Opens the app and serves it on `LOOM_BIND_HOST:LOOM_PORT` (port 0 picks
+/// a free one). Returns once the socket listens; the revocation list loads
+/// in the background (`/readyz` says when).
+pub async fn spawn(config: Config) -> Result<RunningServer, String> {
+    let app = App::open(config).await?;
+    let host = app
+        .config
+        .bind_host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let listener = TcpListener::bind((host.as_str(), app.config.port))
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot listen on {}:{}: {e}",
+                app.config.bind_host, app.config.port
+            )
+        })?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let refresh = app
+        .config
+        .load_revocations
+        .then(|| start_revocation_refresh(app.clone()));
+    let (stop, stopped) = oneshot::channel();
+    let task = tokio::spawn(serve(app.clone(), listener, stopped, refresh));
+    Ok(RunningServer {
+        addr,
+        app,
+        stop: Some(stop),
+        task,
+    })
+}
+
+async fn serve(
+    app: Arc<App>,
+    listener: TcpListener,
+    mut stop: oneshot::Receiver<()>,
+    refresh: Option<JoinHandle<()>>,
+) {
+    let router = crate::transport::http::router(app.clone());
+    let graceful = GracefulShutdown::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _peer) = match accepted {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        continue;
+                    }
+                };
+                let service = TowerToHyperService::new(router.clone());
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(app.config.header_read_timeout)
+                    .serve_connection(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            _ = &mut stop => break,
+        }
+    }
+    drop(listener);
+    tracing::info!("shutting down: finishing in-flight calls");
+    if tokio::time::timeout(app.config.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("in-flight calls did not finish within the grace period");
+    }
+    if let Some(refresh) = refresh {
+        refresh.abort();
+    }
+    app.ledger.close().await;
+    app.store.close().await;
+    tracing::info!("stopped");
+}

@@ -1,0 +1,328 @@
+//! The server's configuration: every `LOOM_*` variable, parsed once at
+//! start. A bad value is a start-up error naming the variable, never a
+//! silent fallback. The README lists every variable with its default.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// Everything `loom serve` reads from the environment.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `LOOM_BIND_HOST` (127.0.0.1).
+    pub bind_host: String,
+    /// `LOOM_PORT` (8080; 0 picks a free port).
+    pub port: u16,
+    /// `LOOM_DATABASE_URL` (`sqlite://loom.db` in the working folder).
+    pub database_url: String,
+    /// PostgreSQL schema to use (tests run each server in a fresh one); not an environment variable.
+    pub pg_schema: Option<String>,
+    /// `LOOM_DATABASE_MAX_CONNECTIONS` (16).
+    pub database_max_connections: u32,
+    /// `LOOM_AUTH_REQUIRED` (true).
+    pub auth_required: bool,
+    /// `LOOM_ALLOW_INSECURE` (false): serve without auth on a non-loopback bind.
+    pub allow_insecure: bool,
+    /// `LOOM_JWT_SECRET`: HS256 key overriding the stored one (at least 32 bytes).
+    pub jwt_secret: Option<Vec<u8>>,
+    /// `LOOM_JWT_ISSUER` (`loom`).
+    pub jwt_issuer: String,
+    /// `LOOM_JWT_AUDIENCE` (`loom`).
+    pub jwt_audience: String,
+    /// `LOOM_JWT_LEEWAY_SECS` (30): clock skew allowed on `exp`, `nbf` and `iat`.
+    pub jwt_leeway_secs: u64,
+    /// `LOOM_PLATFORM_ADMINS`: comma-separated subjects that may act in any org.
+    pub platform_admins: Vec<String>,
+    /// `LOOM_MAX_BODY_BYTES` (1 MiB).
+    pub max_body_bytes: usize,
+    /// `LOOM_HEADER_READ_TIMEOUT_SECS` (10): a client must send its headers within this.
+    pub header_read_timeout: Duration,
+    /// `LOOM_BODY_READ_TIMEOUT_SECS` (30): a client must send its body within this.
+    pub body_read_timeout: Duration,
+    /// `LOOM_RATE_LIMIT_READ_PER_MIN` (1200).
+    pub rate_read_per_min: u32,
+    /// `LOOM_RATE_LIMIT_WRITE_PER_MIN` (300).
+    pub rate_write_per_min: u32,
+    /// `LOOM_RATE_LIMIT_HEAVY_PER_MIN` (60).
+    pub rate_heavy_per_min: u32,
+    /// `LOOM_REVOCATION_REFRESH_SECS` (10): how often every replica reloads the revocation list.
+    pub revocation_refresh: Duration,
+    /// `LOOM_IDEMPOTENCY_TTL_SECS` (86400): how long a stored answer is replayed.
+    pub idempotency_ttl: Duration,
+    /// `LOOM_SHUTDOWN_GRACE_SECS` (30): how long in-flight calls may finish on shutdown.
+    pub shutdown_grace: Duration,
+    /// `LOOM_LOG` (`info`): the log filter, in `tracing` syntax.
+    pub log_filter: String,
+    /// `LOOM_LOG_FORMAT` (`text`): `text` or `json` (one JSON object per line).
+    pub log_json: bool,
+    /// Load the revocation list at start (always, outside tests of the not-ready state).
+    pub load_revocations: bool,
+}
+
+fn parse<T: std::str::FromStr>(name: &str, raw: &str, expected: &str) -> Result<T, String> {
+    raw.trim()
+        .parse()
+        .map_err(|_| format!("{name}={raw:?} is not valid: expected {expected}"))
+}
+
+fn parse_bool(name: &str, raw: &str) -> Result<bool, String> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(format!(
+            "{name}={raw:?} is not valid: expected true or false"
+        )),
+    }
+}
+
+fn positive(name: &str, raw: &str) -> Result<u32, String> {
+    match parse::<u32>(name, raw, "a positive whole number")? {
+        0 => Err(format!(
+            "{name}={raw:?} is not valid: expected a positive whole number"
+        )),
+        n => Ok(n),
+    }
+}
+
+fn seconds(name: &str, raw: &str) -> Result<Duration, String> {
+    Ok(Duration::from_secs(u64::from(positive(name, raw)?)))
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind_host: "127.0.0.1".into(),
+            port: 8080,
+            database_url: loom_ops::store::default_database_url(),
+            pg_schema: None,
+            database_max_connections: 16,
+            auth_required: true,
+            allow_insecure: false,
+            jwt_secret: None,
+            jwt_issuer: "loom".into(),
+            jwt_audience: "loom".into(),
+            jwt_leeway_secs: 30,
+            platform_admins: Vec::new(),
+            max_body_bytes: 1024 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            rate_read_per_min: 1200,
+            rate_write_per_min: 300,
+            rate_heavy_per_min: 60,
+            revocation_refresh: Duration::from_secs(10),
+            idempotency_ttl: Duration::from_secs(86_400),
+            shutdown_grace: Duration::from_secs(30),
+            log_filter: "info".into(),
+            log_json: false,
+            load_revocations: true,
+        }
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Config, String> {
+        let vars: HashMap<String, String> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("LOOM_"))
+            .collect();
+        Config::from_vars(&vars)
+    }
+
+    /// Reads `vars` (name → value); unset names keep their defaults.
+    pub fn from_vars(vars: &HashMap<String, String>) -> Result<Config, String> {
+        let mut c = Config::default();
+        let get = |name: &str| {
+            vars.get(name)
+                .map(String::as_str)
+                .filter(|v| !v.trim().is_empty())
+        };
+        if let Some(v) = get("LOOM_BIND_HOST") {
+            c.bind_host = v.trim().to_owned();
+        }
+        if let Some(v) = get("LOOM_PORT") {
+            c.port = parse("LOOM_PORT", v, "a port number (0 to 65535)")?;
+        }
+        if let Some(v) = get("LOOM_DATABASE_URL") {
+            c.database_url = v.trim().to_owned();
+            if !(c.database_url.starts_with("sqlite:")
+                || c.database_url.starts_with("postgres://")
+                || c.database_url.starts_with("postgresql://"))
+            {
+                return Err(
+                    "LOOM_DATABASE_URL is not valid: expected sqlite://PATH or postgres://…".into(),
+                );
+            }
+        }
+        if let Some(v) = get("LOOM_DATABASE_MAX_CONNECTIONS") {
+            c.database_max_connections = positive("LOOM_DATABASE_MAX_CONNECTIONS", v)?;
+        }
+        if let Some(v) = get("LOOM_AUTH_REQUIRED") {
+            c.auth_required = parse_bool("LOOM_AUTH_REQUIRED", v)?;
+        }
+        if let Some(v) = get("LOOM_ALLOW_INSECURE") {
+            c.allow_insecure = parse_bool("LOOM_ALLOW_INSECURE", v)?;
+        }
+        if let Some(v) = vars.get("LOOM_JWT_SECRET") {
+            // Never echo the value.
+            if v.len() < 32 {
+                return Err(format!(
+                    "LOOM_JWT_SECRET is too short: {} bytes, at least 32 are required",
+                    v.len()
+                ));
+            }
+            c.jwt_secret = Some(v.as_bytes().to_vec());
+        }
+        if let Some(v) = get("LOOM_JWT_ISSUER") {
+            c.jwt_issuer = v.trim().to_owned();
+        }
+        if let Some(v) = get("LOOM_JWT_AUDIENCE") {
+            c.jwt_audience = v.trim().to_owned();
+        }
+        if let Some(v) = get("LOOM_JWT_LEEWAY_SECS") {
+            c.jwt_leeway_secs = parse("LOOM_JWT_LEEWAY_SECS", v, "a whole number of seconds")?;
+            if c.jwt_leeway_secs > 300 {
+                return Err(format!(
+                    "LOOM_JWT_LEEWAY_SECS={v:?} is not valid: at most 300 seconds"
+                ));
+            }
+        }
+        if let Some(v) = get("LOOM_PLATFORM_ADMINS") {
+            c.platform_admins = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+        }
+        if let Some(v) = get("LOOM_MAX_BODY_BYTES") {
+            c.max_body_bytes = positive("LOOM_MAX_BODY_BYTES", v)? as usize;
+        }
+        if let Some(v) = get("LOOM_HEADER_READ_TIMEOUT_SECS") {
+            c.header_read_timeout = seconds("LOOM_HEADER_READ_TIMEOUT_SECS", v)?;
+        }
+        if let Some(v) = get("LOOM_BODY_READ_TIMEOUT_SECS") {
+            c.body_read_timeout = seconds("LOOM_BODY_READ_TIMEOUT_SECS", v)?;
+        }
+        if let Some(v) = get("LOOM_RATE_LIMIT_READ_PER_MIN") {
+            c.rate_read_per_min = positive("LOOM_RATE_LIMIT_READ_PER_MIN", v)?;
+        }
+        if let Some(v) = get("LOOM_RATE_LIMIT_WRITE_PER_MIN") {
+            c.rate_write_per_min = positive("LOOM_RATE_LIMIT_WRITE_PER_MIN", v)?;
+        }
+        if let Some(v) = get("LOOM_RATE_LIMIT_HEAVY_PER_MIN") {
+            c.rate_heavy_per_min = positive("LOOM_RATE_LIMIT_HEAVY_PER_MIN", v)?;
+        }
+        if let Some(v) = get("LOOM_REVOCATION_REFRESH_SECS") {
+            c.revocation_refresh = seconds("LOOM_REVOCATION_REFRESH_SECS", v)?;
+        }
+        if let Some(v) = get("LOOM_IDEMPOTENCY_TTL_SECS") {
+            c.idempotency_ttl = seconds("LOOM_IDEMPOTENCY_TTL_SECS", v)?;
+        }
+        if let Some(v) = get("LOOM_SHUTDOWN_GRACE_SECS") {
+            c.shutdown_grace = seconds("LOOM_SHUTDOWN_GRACE_SECS", v)?;
+        }
+        if let Some(v) = get("LOOM_LOG") {
+            c.log_filter = v.trim().to_owned();
+        }
+        if let Some(v) = get("LOOM_LOG_FORMAT") {
+            c.log_json = match v.trim() {
+                "text" => false,
+                "json" => true,
+                _ => {
+                    return Err(format!(
+                        "LOOM_LOG_FORMAT={v:?} is not valid: expected text or json"
+                    ));
+                }
+            };
+        }
+        Ok(c)
+    }
+
+    /// Whether the bind host is a loopback address (`localhost` included).
+    pub fn loopback_bind(&self) -> bool {
+        let host = self.bind_host.trim_start_matches('[').trim_end_matches(']');
+        host.eq_ignore_ascii_case("localhost")
+            || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
+
+    /// Refuses a configuration that must not start: no auth on a non-loopback bind.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.auth_required && !self.loopback_bind() && !self.allow_insecure {
+            return Err(format!(
+                "refusing to serve without authentication (LOOM_AUTH_REQUIRED=false) on the non-loopback \
+                 LOOM_BIND_HOST={}; bind 127.0.0.1, turn authentication on, or set LOOM_ALLOW_INSECURE=1",
+                self.bind_host
+            ));
+        }
+        Ok(())
+    }
+
+    /// The store options this configuration opens.
+    pub fn store_options(&self) -> loom_ops::store::StoreOptions {
+        let mut o = loom_ops::store::StoreOptions::new(self.database_url.clone());
+        o.pg_schema = self.pg_schema.clone();
+        o.max_connections = self.database_max_connections;
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Config::from_vars(&HashMap::new()).unwrap();
+        assert_eq!((c.bind_host.as_str(), c.port), ("127.0.0.1", 8080));
+        assert_eq!(c.database_url, "sqlite://loom.db");
+        assert!(c.auth_required);
+        assert_eq!(c.max_body_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn a_bad_value_names_the_variable() {
+        let e = Config::from_vars(&vars(&[("LOOM_PORT", "eighty")])).unwrap_err();
+        assert!(e.contains("LOOM_PORT"), "{e}");
+        let e = Config::from_vars(&vars(&[("LOOM_AUTH_REQUIRED", "maybe")])).unwrap_err();
+        assert!(e.contains("LOOM_AUTH_REQUIRED"), "{e}");
+        let e = Config::from_vars(&vars(&[("LOOM_RATE_LIMIT_WRITE_PER_MIN", "0")])).unwrap_err();
+        assert!(e.contains("LOOM_RATE_LIMIT_WRITE_PER_MIN"), "{e}");
+    }
+
+    #[test]
+    fn a_short_secret_is_refused_without_echoing_it() {
+        let e = Config::from_vars(&vars(&[("LOOM_JWT_SECRET", "hunter2-secret")])).unwrap_err();
+        assert!(
+            e.contains("LOOM_JWT_SECRET") && !e.contains("hunter2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn no_auth_needs_loopback_or_allow_insecure() {
+        let open = |host: &str, insecure: &str| {
+            Config::from_vars(&vars(&[
+                ("LOOM_AUTH_REQUIRED", "false"),
+                ("LOOM_BIND_HOST", host),
+                ("LOOM_ALLOW_INSECURE", insecure),
+            ]))
+            .unwrap()
+            .check()
+        };
+        assert!(open("127.0.0.1", "0").is_ok());
+        assert!(open("::1", "0").is_ok());
+        assert!(
+            open("0.0.0.0", "0")
+                .unwrap_err()
+                .contains("LOOM_ALLOW_INSECURE")
+        );
+        assert!(open("0.0.0.0", "1").is_ok());
+    }
+}

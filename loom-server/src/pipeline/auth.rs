@@ -1,0 +1,105 @@
+//! Step 1: authentication. Both transports call [`authenticate`] with the
+//! request's `Authorization` header value, and nothing else: a token in the
+//! URL (`?token=`) or in a body is never read, so the request is treated as
+//! carrying no token.
+
+use std::time::Duration;
+
+use loom_core::{Caller, ErrorCode, LoomError};
+
+use crate::app::App;
+
+/// The challenge on a 401 when no bearer was sent.
+pub const CHALLENGE: &str = "Bearer realm=\"loom\"";
+/// The challenge on a 401 when the bearer sent is not valid.
+pub const CHALLENGE_INVALID: &str = "Bearer realm=\"loom\", error=\"invalid_token\"";
+
+/// A refused authentication: the error, and for a 401 the
+/// `WWW-Authenticate` value the transport must send with it.
+#[derive(Debug)]
+pub struct AuthRefusal {
+    /// UNAUTHENTICATED (401) or NOT_READY (503, with a wait).
+    pub error: LoomError,
+    /// The `WWW-Authenticate` header value, on a 401.
+    pub challenge: Option<&'static str>,
+}
+
+fn missing() -> AuthRefusal {
+    AuthRefusal {
+        error: LoomError::new(
+            ErrorCode::Unauthenticated,
+            "a bearer token is required (Authorization: Bearer <token>)",
+        ),
+        challenge: Some(CHALLENGE),
+    }
+}
+
+fn invalid(why: &str) -> AuthRefusal {
+    tracing::info!(reason = why, "bearer token refused");
+    AuthRefusal {
+        error: LoomError::new(
+            ErrorCode::Unauthenticated,
+            "the bearer token is not valid (expired, revoked or not issued by this server)",
+        ),
+        challenge: Some(CHALLENGE_INVALID),
+    }
+}
+
+/// Authenticates one call from its `Authorization` header value (`None`
+/// when the header is absent; pass the raw bytes, the scheme is matched
+/// case-insensitively).
+///
+/// - Authentication off (`LOOM_AUTH_REQUIRED=false`): `Ok(None)`; any
+///   bearer is ignored and the call runs as `anonymous` with the admin role.
+/// - No bearer (or another scheme): 401, challenge without `error`.
+/// - A bearer that fails any check (signature, algorithm, expiry, issuer,
+///   audience, claims, revoked `jti`): 401 with `error="invalid_token"`.
+/// - The revocation list has not loaded yet: 503 NOT_READY with a wait.
+pub fn authenticate(
+    app: &App,
+    authorization: Option<&[u8]>,
+) -> Result<Option<Caller>, AuthRefusal> {
+    if !app.config.auth_required {
+        return Ok(None);
+    }
+    let Some(raw) = authorization else {
+        return Err(missing());
+    };
+    let Ok(value) = std::str::from_utf8(raw) else {
+        return Err(invalid("header is not UTF-8"));
+    };
+    let value = value.trim();
+    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(missing());
+    }
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(invalid("empty bearer"));
+    }
+    let claims = app.keys.verify(token).map_err(|e| invalid(&e.0))?;
+    match app.revocations.is_revoked(&claims.jti) {
+        None => {
+            return Err(AuthRefusal {
+                error: LoomError::new(
+                    ErrorCode::NotReady,
+                    "the server is starting: credentials cannot be checked yet",
+                )
+                .with_retry_after(Duration::from_secs(1)),
+                challenge: None,
+            });
+        }
+        Some(true) => return Err(invalid("revoked jti")),
+        Some(false) => {}
+    }
+    let platform_admin = claims.platform_admin || app.config.platform_admins.contains(&claims.sub);
+    Ok(Some(Caller {
+        subject: claims.sub,
+        org: claims.org,
+        role: Some(claims.role),
+        namespaces: claims.namespaces,
+        platform_admin,
+        consumer: claims.consumer,
+        jti: Some(claims.jti),
+    }))
+}

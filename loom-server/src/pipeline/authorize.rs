@@ -1,0 +1,87 @@
+//! Step 3: authorization. The caller's role in the call's namespace is the
+//! higher of
+//!
+//! - the token's role claim, when the token covers the namespace: it names
+//!   it (or `*`), or it names no namespace at all (such a token is scoped to
+//!   every namespace of the org it acts in, with its role);
+//! - the role of a `grants` row for (org, namespace, subject).
+//!
+//! A platform admin holds admin everywhere. No role at all is
+//! NAMESPACE_NOT_ACCESSIBLE; a role below the op's minimum is
+//! AUTH_INSUFFICIENT with `required_role`. A restricted namespace refuses
+//! every caller whose token belongs to another org (org-wide tokens and
+//! platform admins included) with ORG_MISMATCH.
+
+use loom_core::{Caller, ErrorCode, LoomError, Op, Role, Scope};
+
+use crate::app::App;
+
+/// Fills `scope.role` or refuses the call.
+pub async fn authorize(
+    app: &App,
+    op: &Op,
+    caller: Option<&Caller>,
+    scope: &mut Scope,
+) -> Result<(), LoomError> {
+    let Some(caller) = caller else {
+        // Authentication is off: every call acts as admin.
+        scope.role = Some(Role::Admin);
+        return Ok(());
+    };
+    if caller.org != scope.org
+        && app
+            .store
+            .namespace_restricted(&scope.org, &scope.namespace)
+            .await?
+    {
+        return Err(LoomError::new(
+            ErrorCode::OrgMismatch,
+            format!(
+                "namespace '{}' is restricted to its own org '{}'",
+                scope.namespace, scope.org
+            ),
+        )
+        .with_detail("org", scope.org.clone())
+        .with_detail("namespace", scope.namespace.clone())
+        .with_detail("restricted", true));
+    }
+    let role = if caller.platform_admin {
+        Some(Role::Admin)
+    } else {
+        let covered = caller.namespaces.is_empty()
+            || caller
+                .namespaces
+                .iter()
+                .any(|n| n == "*" || *n == scope.namespace);
+        let from_token = if covered { caller.role } else { None };
+        let granted = app
+            .store
+            .granted_role(&scope.org, &scope.namespace, &caller.subject)
+            .await?;
+        from_token.max(granted)
+    };
+    let Some(role) = role else {
+        return Err(LoomError::new(
+            ErrorCode::NamespaceNotAccessible,
+            format!(
+                "namespace '{}' is not accessible: the token does not name it and holds no grant on it; \
+                 ask an admin of that namespace for a grant (grants.set)",
+                scope.namespace
+            ),
+        )
+        .with_detail("namespace", scope.namespace.clone()));
+    };
+    if role < op.meta.role {
+        return Err(LoomError::new(
+            ErrorCode::AuthInsufficient,
+            format!(
+                "{} needs the {} role in '{}'; the caller holds {role}",
+                op.name, op.meta.role, scope.namespace
+            ),
+        )
+        .with_detail("required_role", op.meta.role.as_str())
+        .with_detail("role", role.as_str()));
+    }
+    scope.role = Some(role);
+    Ok(())
+}

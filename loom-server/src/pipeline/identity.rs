@@ -1,0 +1,121 @@
+//! Step 2: identity defaults. Explicit arguments win; otherwise the org
+//! comes from the token, the namespace from the caller's default workspace
+//! (the first namespace the token names, else `default`) and the agent from
+//! the transport's client-derived agent, else the token subject.
+//!
+//! Org rule: a token acts in its own org; an org-wide (`*`) token or a
+//! platform admin may act in any org. Anything else is ORG_MISMATCH.
+//! (A restricted namespace refusing other orgs is checked in
+//! [`authorize`](super::authorize), where the namespace is looked up.)
+
+use loom_core::{Caller, ErrorCode, LoomError, Scope};
+use serde_json::Value;
+
+/// The org, namespace and agent a call with no token acts as.
+pub const DEFAULT_ORG: &str = "default";
+/// The default workspace.
+pub const DEFAULT_NAMESPACE: &str = "default";
+/// The subject of calls served without authentication.
+pub const ANONYMOUS: &str = "anonymous";
+
+fn explicit<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// Whether `caller` may act in `org`.
+pub fn may_act_in_org(caller: &Caller, org: &str) -> bool {
+    caller.org == org || caller.org == "*" || caller.platform_admin
+}
+
+/// The scope of a call (its role is filled by authorization).
+pub fn resolve(
+    caller: Option<&Caller>,
+    args: &Value,
+    default_agent: Option<&str>,
+) -> Result<Scope, LoomError> {
+    let home_org = match caller {
+        Some(c) if c.org != "*" => c.org.as_str(),
+        _ => DEFAULT_ORG,
+    };
+    let org = explicit(args, "org").unwrap_or(home_org);
+    if let Some(c) = caller
+        && !may_act_in_org(c, org)
+    {
+        return Err(LoomError::new(
+            ErrorCode::OrgMismatch,
+            format!("this token may not act in org '{org}'"),
+        )
+        .with_detail("org", org)
+        .with_detail("token_org", c.org.clone()));
+    }
+    let namespace = explicit(args, "namespace")
+        .or_else(|| {
+            caller.and_then(|c| c.namespaces.iter().map(String::as_str).find(|n| *n != "*"))
+        })
+        .unwrap_or(DEFAULT_NAMESPACE);
+    let subject = caller.map_or(ANONYMOUS, |c| c.subject.as_str());
+    let agent = explicit(args, "agent").or(default_agent).unwrap_or(subject);
+    Ok(Scope {
+        org: org.to_owned(),
+        namespace: namespace.to_owned(),
+        agent: agent.to_owned(),
+        role: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn caller(org: &str, namespaces: &[&str]) -> Caller {
+        Caller {
+            subject: "ana".into(),
+            org: org.into(),
+            namespaces: namespaces.iter().map(|s| (*s).to_owned()).collect(),
+            ..Caller::default()
+        }
+    }
+
+    #[test]
+    fn defaults_come_from_the_token_and_explicit_arguments_win() {
+        let c = caller("acme", &["team", "other"]);
+        let s = resolve(Some(&c), &json!({}), None).unwrap();
+        assert_eq!(
+            (s.org.as_str(), s.namespace.as_str(), s.agent.as_str()),
+            ("acme", "team", "ana")
+        );
+        let s = resolve(
+            Some(&c),
+            &json!({"namespace": "other", "agent": "bot"}),
+            Some("cursor"),
+        )
+        .unwrap();
+        assert_eq!((s.namespace.as_str(), s.agent.as_str()), ("other", "bot"));
+        let s = resolve(Some(&c), &json!({}), Some("cursor")).unwrap();
+        assert_eq!(s.agent, "cursor");
+        let s = resolve(Some(&caller("acme", &[])), &json!({}), None).unwrap();
+        assert_eq!(s.namespace, "default");
+    }
+
+    #[test]
+    fn org_rules() {
+        let err = resolve(Some(&caller("acme", &[])), &json!({"org": "globex"}), None).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::OrgMismatch);
+        assert!(resolve(Some(&caller("*", &[])), &json!({"org": "globex"}), None).is_ok());
+        let admin = Caller {
+            platform_admin: true,
+            ..caller("acme", &[])
+        };
+        assert!(resolve(Some(&admin), &json!({"org": "globex"}), None).is_ok());
+        assert_eq!(
+            resolve(Some(&caller("*", &[])), &json!({}), None)
+                .unwrap()
+                .org,
+            "default"
+        );
+    }
+}

@@ -1,0 +1,255 @@
+//! The one path every call takes, whatever the transport (DESIGN.md, "One
+//! path for every call"). A transport does two things:
+//!
+//! 1. [`authenticate`] with the request's `Authorization` header value
+//!    (never a URL or body token); on a refusal it answers the error with
+//!    the refusal's `WWW-Authenticate` challenge;
+//! 2. [`call`] with a [`CallRequest`]: identity defaults, authorization,
+//!    rate limit, idempotency, argument validation, the handler under its
+//!    latency budget, audit and ledger run here, in that order, and the
+//!    [`CallOutcome`] carries the op's output or a [`LoomError`] with the
+//!    status to answer with.
+//!
+//! Shaping the answer (full JSON for HTTP, lean for MCP) stays with the
+//! transport.
+
+pub mod auth;
+pub mod authorize;
+pub mod idempotency;
+pub mod identity;
+pub mod ledger;
+pub mod ratelimit;
+
+use std::time::Instant;
+
+use loom_core::{AgentEvent, Caller, ErrorCode, LoomError, Op, OpCx, RateKey, Transport};
+use serde_json::Value;
+
+pub use auth::{AuthRefusal, authenticate};
+
+use crate::app::App;
+use loom_ops::store::{IdemBegin, now_ms};
+
+/// One call, as a transport hands it to the pipeline.
+#[derive(Clone, Debug)]
+pub struct CallRequest {
+    /// The op, from `Registry::global()`.
+    pub op: &'static Op,
+    /// The arguments (a JSON object; anything else fails validation).
+    pub args: Value,
+    /// Who is calling ([`authenticate`]'s answer; `None` when auth is off).
+    pub caller: Option<Caller>,
+    /// The transport.
+    pub transport: Transport,
+    /// The request id (on every log line and answer).
+    pub request_id: String,
+    /// The idempotency key (HTTP `Idempotency-Key`, MCP `_idempotency_key`).
+    pub idempotency_key: Option<String>,
+    /// The MCP session, when there is one.
+    pub session_id: Option<String>,
+    /// The run the call belongs to.
+    pub run_id: Option<String>,
+    /// The agent when the arguments name none (MCP: from the client's name);
+    /// `None` falls back to the token subject.
+    pub default_agent: Option<String>,
+}
+
+/// What a call answered.
+#[derive(Debug)]
+pub struct CallOutcome {
+    /// The op's full output, or the refusal or fault.
+    pub result: Result<Value, LoomError>,
+    /// The HTTP status to answer with.
+    pub status: u16,
+    /// Whether the answer is a stored one replayed for an idempotency key.
+    pub replayed: bool,
+}
+
+struct Answer {
+    value: Value,
+    status: u16,
+    replayed: bool,
+}
+
+fn principal(cx: &OpCx) -> (&str, &str) {
+    (cx.scope.org.as_str(), cx.caller.subject.as_str())
+}
+
+/// Runs steps 2 to 8 of the pipeline for one authenticated call.
+pub async fn call(app: &App, req: CallRequest) -> CallOutcome {
+    let started = Instant::now();
+    let op = req.op;
+    let mut cx = OpCx::new(op.name.as_str(), app.services.clone());
+    cx.request_id = req.request_id.clone();
+    cx.transport = req.transport;
+    cx.audit = op.meta.audit;
+    cx.caller = req.caller.clone().unwrap_or_else(|| Caller {
+        subject: identity::ANONYMOUS.into(),
+        org: identity::DEFAULT_ORG.into(),
+        ..Caller::default()
+    });
+    cx.run_id = req.run_id.clone();
+    cx.session_id = req.session_id.clone();
+    cx.args_digest = idempotency::digest(&req.args);
+
+    let result = run(app, &mut cx, &req).await;
+    let (result, status, replayed) = match result {
+        Ok(a) => (Ok(a.value), a.status, a.replayed),
+        Err(e) => {
+            let status = e.status();
+            (Err(e), status, false)
+        }
+    };
+    let outcome = match &result {
+        Ok(_) => "ok".to_owned(),
+        Err(e) => e.code().as_str().to_owned(),
+    };
+    if let Err(e) = &result {
+        if e.code() == ErrorCode::Internal || e.status() >= 500 {
+            tracing::error!(op = %op.name, code = %e.code(), cause = e.internal_message().unwrap_or(""), "call failed");
+        } else {
+            tracing::info!(op = %op.name, code = %e.code(), "call refused");
+        }
+    }
+    // Audit: an audited op whose change did not commit its own row (a
+    // refusal, a failure, a replay) gets one row with its outcome, as long
+    // as the call got far enough to have a scope.
+    if op.meta.audit && !cx.audited() && !cx.scope.org.is_empty() {
+        let outcome = if replayed {
+            "replayed"
+        } else {
+            outcome.as_str()
+        };
+        if let Err(e) = app.store.audit_outcome(&cx, outcome).await {
+            tracing::error!(op = %op.name, cause = e.internal_message().unwrap_or(""), "audit row not written");
+        }
+    }
+    let org = if cx.scope.org.is_empty() {
+        cx.caller.org.clone()
+    } else {
+        cx.scope.org.clone()
+    };
+    app.ledger
+        .record(AgentEvent {
+            org,
+            namespace: cx.scope.namespace.clone(),
+            subject: cx.caller.subject.clone(),
+            agent: cx.scope.agent.clone(),
+            consumer: cx.caller.consumer.clone(),
+            op: op.name.clone(),
+            transport: cx.transport,
+            run_id: cx.run_id.clone(),
+            session_id: cx.session_id.clone(),
+            request_id: cx.request_id.clone(),
+            outcome,
+            status,
+            latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            at_ms: now_ms(),
+        })
+        .await;
+    CallOutcome {
+        result,
+        status,
+        replayed,
+    }
+}
+
+async fn run(app: &App, cx: &mut OpCx, req: &CallRequest) -> Result<Answer, LoomError> {
+    let op = req.op;
+    // 2. identity defaults
+    cx.scope = identity::resolve(req.caller.as_ref(), &req.args, req.default_agent.as_deref())?;
+    // 3. authorization
+    authorize::authorize(app, op, req.caller.as_ref(), &mut cx.scope).await?;
+    // 4. rate limit
+    let key = RateKey {
+        org: cx.scope.org.clone(),
+        subject: cx.caller.subject.clone(),
+    };
+    if let Err(wait) = app.limiter.check(&key, op.rate).await {
+        return Err(LoomError::new(
+            ErrorCode::RateLimited,
+            format!("too many {} calls; retry after the wait", op.rate.as_str()),
+        )
+        .with_retry_after(wait)
+        .with_detail("rate_class", op.rate.as_str()));
+    }
+    // 5. idempotency
+    let claimed = match &req.idempotency_key {
+        None => None,
+        Some(_) if !op.meta.idempotent => {
+            return Err(LoomError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "{} is not idempotent and does not take an idempotency key",
+                    op.name
+                ),
+            ));
+        }
+        Some(key) => {
+            idempotency::check_key(key)?;
+            let hash = idempotency::request_hash(&op.name, &req.args);
+            let ttl_ms = i64::try_from(app.config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
+            let stale_ms =
+                i64::try_from(idempotency::STALE_IN_FLIGHT.as_millis()).unwrap_or(i64::MAX);
+            match app
+                .store
+                .idempotency_begin(principal(cx), key, &op.name, &hash, ttl_ms, stale_ms)
+                .await?
+            {
+                IdemBegin::Owned => Some(key.as_str()),
+                IdemBegin::Replay { status, body } => {
+                    let value = serde_json::from_str(&body).map_err(|e| {
+                        LoomError::internal(format!("stored idempotent answer: {e}"))
+                    })?;
+                    return Ok(Answer {
+                        value,
+                        status,
+                        replayed: true,
+                    });
+                }
+                IdemBegin::Mismatch => return Err(idempotency::mismatch()),
+                IdemBegin::InFlight => return Err(idempotency::in_flight()),
+            }
+        }
+    };
+    let result = validate_and_run(cx, op, &req.args).await;
+    if let Some(key) = claimed {
+        let stored = match &result {
+            Ok(value) => {
+                app.store
+                    .idempotency_finish(principal(cx), key, 200, &value.to_string())
+                    .await
+            }
+            Err(_) => app.store.idempotency_release(principal(cx), key).await,
+        };
+        if let Err(e) = stored {
+            tracing::error!(
+                cause = e.internal_message().unwrap_or(""),
+                "idempotency key not updated"
+            );
+        }
+    }
+    result.map(|value| Answer {
+        value,
+        status: 200,
+        replayed: false,
+    })
+}
+
+async fn validate_and_run(cx: &OpCx, op: &'static Op, args: &Value) -> Result<Value, LoomError> {
+    // 6. arguments
+    op.validator().check(&op.name, args, !op.read_only())?;
+    // 7. the handler, under its latency budget
+    match tokio::time::timeout(op.budget, (op.meta.call)(cx, args.clone())).await {
+        Ok(result) => result,
+        Err(_) => Err(LoomError::new(
+            ErrorCode::BackendTimeout,
+            format!(
+                "{} did not finish within its {} ms budget",
+                op.name,
+                op.budget.as_millis()
+            ),
+        )
+        .with_retry_after(std::time::Duration::from_secs(1))),
+    }
+}

@@ -1,0 +1,278 @@
+//! The HTTP API: `POST /v1/<op>` with the op's arguments as a JSON object;
+//! the answer is the op's full output as JSON, or the error envelope
+//! `{"error": {code, message, category, retryable, status, …detail}}` with
+//! the matching status, `Retry-After` where there is a wait and
+//! `WWW-Authenticate` on a 401. Every answer carries `x-request-id`.
+//! `/healthz` says the process is alive; `/readyz` that it can serve calls.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use loom_core::{ErrorCode, LoomError, Transport};
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use crate::app::App;
+use crate::pipeline::{self, CallRequest};
+
+/// The request id header.
+pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// The idempotency key header.
+pub static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// Set on an answer replayed for an idempotency key.
+pub static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// The request id of the request being served.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+/// The routes.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/v1/{op}", post(call_op).fallback(method_not_allowed))
+        .fallback(not_found)
+        .layer(middleware::from_fn(request_id))
+        .with_state(app)
+}
+
+/// An incoming id is kept when it is 1 to 128 characters of `[A-Za-z0-9._:-]`.
+fn sane_request_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+}
+
+async fn request_id(mut req: Request, next: Next) -> Response {
+    let id = req
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| sane_request_id(v))
+        .map_or_else(|| uuid::Uuid::now_v7().simple().to_string(), str::to_owned);
+    req.extensions_mut().insert(RequestId(id.clone()));
+    // The path only: a query string (where a misplaced token would be) is never logged.
+    let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
+    let started = Instant::now();
+    let mut response = next.run(req).instrument(span.clone()).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID.clone(), v);
+    }
+    span.in_scope(|| {
+        tracing::info!(
+            status = response.status().as_u16(),
+            latency_ms = started.elapsed().as_millis() as u64,
+            "answered"
+        );
+    });
+    response
+}
+
+/// Renders an error as the envelope.
+pub fn error_response(error: &LoomError, challenge: Option<&'static str>) -> Response {
+    let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, axum::Json(json!({ "error": error.body() }))).into_response();
+    if let Some(secs) = error.retry_after_secs() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if let Some(challenge) = challenge {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(challenge),
+        );
+    }
+    response
+}
+
+async fn healthz() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    if app.ready() {
+        axum::Json(json!({"status": "ready"})).into_response()
+    } else {
+        error_response(
+            &LoomError::new(
+                ErrorCode::NotReady,
+                "the revocation list has not loaded yet",
+            )
+            .with_retry_after(std::time::Duration::from_secs(1)),
+            None,
+        )
+    }
+}
+
+async fn not_found() -> Response {
+    error_response(
+        &LoomError::new(
+            ErrorCode::ResourceNotFound,
+            "no such endpoint; ops are served at POST /v1/<op>",
+        ),
+        None,
+    )
+}
+
+async fn method_not_allowed() -> Response {
+    let mut response = error_response(
+        &LoomError::new(
+            ErrorCode::MethodNotAllowed,
+            "ops are called with POST /v1/<op>",
+        ),
+        None,
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    response
+}
+
+/// "line L, column C" of a JSON error, for the 400 answer.
+fn json_error(e: &serde_json::Error) -> LoomError {
+    LoomError::new(
+        ErrorCode::BadRequest,
+        format!(
+            "the body is not valid JSON: {} at line {}, column {}",
+            describe(e),
+            e.line(),
+            e.column()
+        ),
+    )
+    .with_detail("line", e.line())
+    .with_detail("column", e.column())
+}
+
+fn describe(e: &serde_json::Error) -> String {
+    // serde_json's message ends with " at line L column C"; keep the cause only.
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
+async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Value, LoomError> {
+    let limit = app.config.max_body_bytes;
+    let too_large = || {
+        LoomError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body is over the {limit}-byte limit"),
+        )
+        .with_detail("limit_bytes", limit)
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let bytes =
+        match tokio::time::timeout(app.config.body_read_timeout, to_bytes(body, limit)).await {
+            Err(_) => {
+                return Err(LoomError::new(
+                    ErrorCode::RequestTimeout,
+                    "the request body did not arrive in time",
+                ));
+            }
+            Ok(Err(e)) => {
+                let over = std::error::Error::source(&e)
+                    .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                    || e.to_string().contains("length limit");
+                return Err(if over {
+                    too_large()
+                } else {
+                    LoomError::new(ErrorCode::BadRequest, "the request body could not be read")
+                });
+            }
+            Ok(Ok(bytes)) => bytes,
+        };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| json_error(&e))
+}
+
+async fn call_op(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let caller = match pipeline::authenticate(
+        &app,
+        headers
+            .get(header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes),
+    ) {
+        Ok(caller) => caller,
+        Err(refusal) => return error_response(&refusal.error, refusal.challenge),
+    };
+    let Some(op) = app.registry.get(&name) else {
+        let suggestions: Vec<&str> = app.registry.suggest(&name, 3);
+        return error_response(
+            &LoomError::new(ErrorCode::UnknownOp, format!("no op named '{name}'"))
+                .with_detail("op", name.clone())
+                .with_detail("suggestions", suggestions),
+            None,
+        );
+    };
+    let args = match read_body(&app, &headers, body).await {
+        Ok(args) => args,
+        Err(e) => return error_response(&e, None),
+    };
+    let idempotency_key = match headers.get(&IDEMPOTENCY_KEY).map(|v| v.to_str()) {
+        None => None,
+        Some(Ok(k)) => Some(k.to_owned()),
+        Some(Err(_)) => {
+            return error_response(
+                &LoomError::new(
+                    ErrorCode::BadRequest,
+                    "the Idempotency-Key header must be visible ASCII",
+                ),
+                None,
+            );
+        }
+    };
+    let outcome = pipeline::call(
+        &app,
+        CallRequest {
+            op,
+            args,
+            caller,
+            transport: Transport::Http,
+            request_id,
+            idempotency_key,
+            session_id: None,
+            run_id: None,
+            default_agent: None,
+        },
+    )
+    .await;
+    match outcome.result {
+        Ok(value) => {
+            let status = StatusCode::from_u16(outcome.status).unwrap_or(StatusCode::OK);
+            let mut response = (status, axum::Json(value)).into_response();
+            if outcome.replayed {
+                response.headers_mut().insert(
+                    IDEMPOTENT_REPLAYED.clone(),
+                    HeaderValue::from_static("true"),
+                );
+            }
+            response
+        }
+        Err(e) => error_response(&e, None),
+    }
+}

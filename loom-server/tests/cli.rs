@@ -1,0 +1,256 @@
+//! The `loom` binary: `token mint` prints one JWT that a server on the same
+//! store accepts, `token revoke` refuses it, `serve` starts on a fresh store
+//! and stops cleanly on SIGTERM, and bad configuration stops it at start.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use loom_ops::store::testing;
+use loom_server::Config;
+
+fn loom() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loom"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("LOOM_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+#[tokio::test]
+async fn a_minted_token_is_accepted_and_a_revoked_one_refused() {
+    loom_ops::link();
+    let (url, dir) = testing::sqlite_url();
+    let out = loom()
+        .args([
+            "token",
+            "mint",
+            "--org",
+            "default",
+            "--subject",
+            "ana",
+            "--role",
+            "viewer",
+            "--namespace",
+            "default",
+        ])
+        .env("LOOM_DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout.lines().count(),
+        1,
+        "mint prints one line: {stdout:?}"
+    );
+    let token = stdout.trim().to_owned();
+    assert_eq!(token.split('.').count(), 3, "{token}");
+
+    let config = Config {
+        port: 0,
+        database_url: url.clone(),
+        ..Config::default()
+    };
+    let server = loom_server::spawn(config).await.unwrap();
+    let client = reqwest::Client::new();
+    let call = |token: String| {
+        let client = client.clone();
+        let url = format!("{}/v1/ops.capabilities", server.url());
+        async move {
+            client
+                .post(url)
+                .bearer_auth(token)
+                .json(&serde_json::json!({}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    server
+        .app
+        .revocations
+        .refresh(&server.app.store)
+        .await
+        .unwrap();
+    assert_eq!(
+        call(token.clone()).await,
+        200,
+        "the server shares the key mint used"
+    );
+
+    let jti = server.app.keys.verify(&token).unwrap().jti;
+    let out = loom()
+        .args(["token", "revoke", &jti])
+        .env("LOOM_DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server
+        .app
+        .revocations
+        .refresh(&server.app.store)
+        .await
+        .unwrap();
+    assert_eq!(call(token).await, 401);
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn mint_refuses_an_unknown_role() {
+    let out = loom()
+        .args([
+            "token",
+            "mint",
+            "--org",
+            "a",
+            "--subject",
+            "b",
+            "--role",
+            "owner",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown role"));
+}
+
+#[test]
+fn bad_configuration_stops_the_start_naming_the_variable() {
+    let out = loom()
+        .arg("serve")
+        .env("LOOM_PORT", "eighty")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("LOOM_PORT"));
+
+    let out = loom()
+        .arg("serve")
+        .env("LOOM_AUTH_REQUIRED", "false")
+        .env("LOOM_BIND_HOST", "0.0.0.0")
+        .env("LOOM_DATABASE_URL", "sqlite://never-created.db")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("LOOM_ALLOW_INSECURE"));
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
+    let (url, dir) = testing::sqlite_url();
+    let mut child = loom()
+        .arg("serve")
+        .env("LOOM_DATABASE_URL", &url)
+        .env("LOOM_PORT", "0")
+        .env("LOOM_LOG_FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let logs = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut text).unwrap();
+        text
+    });
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let base = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .split("/v1")
+        .next()
+        .unwrap()
+        .to_owned();
+    let rest: Vec<String> = lines.by_ref().take(3).map(Result::unwrap).collect();
+    assert!(
+        rest.iter().any(|l| l.contains("created org 'default'")),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter().any(|l| l.contains("loom token mint")),
+        "{rest:?}"
+    );
+
+    let client = reqwest::Client::new();
+    let mut ready = false;
+    for _ in 0..500 {
+        if client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(ready, "never ready");
+    let r = client
+        .post(format!("{base}/v1/ops.capabilities"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let out = loom()
+        .args([
+            "token",
+            "mint",
+            "--org",
+            "default",
+            "--subject",
+            "ana",
+            "--role",
+            "viewer",
+        ])
+        .env("LOOM_DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let r = client
+        .post(format!("{base}/v1/ops.capabilities"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = client
+        .post(format!("{base}/v1/ops.capabilities?token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let logs = logs.join().unwrap();
+    assert!(!logs.contains(&token), "a token was logged");
+    let answered: Vec<&str> = logs.lines().filter(|l| l.contains("answered")).collect();
+    assert_eq!(
+        answered.len(),
+        3 + answered.iter().filter(|l| l.contains("/readyz")).count(),
+        "{logs}"
+    );
+    assert!(answered.iter().all(|l| l.contains("request_id")), "{logs}");
+    let _ = std::fs::remove_dir_all(dir);
+}

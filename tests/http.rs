@@ -1,0 +1,942 @@
+//! `POST /v1/<op>` end to end: a real server on an ephemeral port, over a
+//! real socket, on SQLite and (when `LOOM_TEST_DATABASE_URL` is set)
+//! PostgreSQL. Every gate of the pipeline, with its refusal.
+
+use loom_core::Role;
+use loom_server::tokens::{ACCESS_TOKEN_USE, Claims, MintSpec};
+use loom_tests::{TestServer, servers};
+use serde_json::{Value, json};
+
+const CHALLENGE: &str = "Bearer realm=\"loom\"";
+const CHALLENGE_INVALID: &str = "Bearer realm=\"loom\", error=\"invalid_token\"";
+
+fn b64url(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+async fn signing_secret(t: &TestServer) -> Vec<u8> {
+    let (hex_key,): (String,) = sqlx::query_as("SELECT value FROM settings WHERE name = $1")
+        .bind(loom_ops::store::SIGNING_KEY_SETTING)
+        .fetch_one(t.db.store.reader())
+        .await
+        .unwrap();
+    hex::decode(hex_key).unwrap()
+}
+
+fn claims(org: &str, sub: &str, exp_offset: i64) -> Claims {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    Claims {
+        sub: sub.into(),
+        org: org.into(),
+        role: Role::Admin,
+        jti: format!("jti-{sub}-{exp_offset}"),
+        exp: now.saturating_add_signed(exp_offset),
+        iat: now,
+        iss: "loom".into(),
+        aud: "loom".into(),
+        token_use: ACCESS_TOKEN_USE.into(),
+        namespaces: Vec::new(),
+        platform_admin: false,
+        consumer: None,
+    }
+}
+
+fn sign(secret: &[u8], claims: &impl serde::Serialize) -> String {
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        claims,
+        &jsonwebtoken::EncodingKey::from_secret(secret),
+    )
+    .unwrap()
+}
+
+fn assert_envelope(a: &loom_tests::Answer, status: u16, code: &str, name: &str) {
+    assert_eq!(a.status, status, "{name}: {}", a.text);
+    assert_eq!(a.code(), code, "{name}: {}", a.text);
+    let e = &a.body["error"];
+    assert_eq!(e["status"], status, "{name}");
+    assert!(
+        e["message"].is_string() && e["category"].is_string() && e["retryable"].is_boolean(),
+        "{name}: {e}"
+    );
+}
+
+#[tokio::test]
+async fn health_readiness_and_request_ids() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let a = t.send(t.client.get(format!("{}/healthz", t.url()))).await;
+        assert_eq!(a.status, 200, "{n}");
+        assert!(
+            a.header("x-request-id").is_some_and(|id| !id.is_empty()),
+            "{n}"
+        );
+        let a = t.send(t.client.get(format!("{}/readyz", t.url()))).await;
+        assert_eq!(
+            (a.status, a.body["status"].as_str()),
+            (200, Some("ready")),
+            "{n}"
+        );
+        // a sane incoming id is kept, an insane one replaced
+        let a = t
+            .send(
+                t.request("ops.capabilities", None)
+                    .header("x-request-id", "abc-123"),
+            )
+            .await;
+        assert_eq!(a.header("x-request-id"), Some("abc-123"), "{n}");
+        let a = t
+            .send(
+                t.request("ops.capabilities", None)
+                    .header("x-request-id", "bad id with spaces"),
+            )
+            .await;
+        assert!(
+            a.header("x-request-id")
+                .is_some_and(|id| id != "bad id with spaces"),
+            "{n}"
+        );
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_valid_token_calls_an_op_and_gets_its_full_output() {
+    for t in servers(|_| {}).await {
+        let token = t.token("default", "ana", Role::Viewer, &[]);
+        let a = t.post("ops.capabilities", Some(&token), json!({})).await;
+        assert_eq!(a.status, 200, "{}: {}", t.name(), a.text);
+        let ops: Vec<&str> = a.body["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["op"].as_str().unwrap())
+            .collect();
+        assert!(
+            ops.contains(&"grants.set") && ops.contains(&"ops.capabilities"),
+            "{ops:?}"
+        );
+        // an empty body is an empty argument object
+        let a = t.send(t.request("ops.capabilities", Some(&token))).await;
+        assert_eq!(a.status, 200, "{}: {}", t.name(), a.text);
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn missing_and_invalid_tokens_are_401_with_the_right_challenge() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let secret = signing_secret(&t).await;
+
+        let a = t.post("ops.capabilities", None, json!({})).await;
+        assert_envelope(&a, 401, "UNAUTHENTICATED", n);
+        assert_eq!(a.header("www-authenticate"), Some(CHALLENGE), "{n}");
+
+        // ?token= is ignored: the request is unauthenticated
+        let good = t.token("default", "ana", Role::Viewer, &[]);
+        let a = t
+            .send(
+                t.client
+                    .post(format!("{}/v1/ops.capabilities?token={good}", t.url()))
+                    .json(&json!({})),
+            )
+            .await;
+        assert_envelope(&a, 401, "UNAUTHENTICATED", n);
+        assert_eq!(a.header("www-authenticate"), Some(CHALLENGE), "{n}");
+        assert!(
+            !a.text.contains(&good),
+            "{n}: the token leaked into the answer"
+        );
+
+        // another scheme counts as no bearer
+        let a = t
+            .send(
+                t.request("ops.capabilities", None)
+                    .header("authorization", "Basic YWxhZGRpbjpvcGVu"),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.header("www-authenticate")),
+            (401, Some(CHALLENGE)),
+            "{n}"
+        );
+
+        let mut bad: Vec<(&str, String)> = Vec::new();
+        bad.push(("garbage", "not.a.jwt".into()));
+        // alg none, unsigned
+        let header = b64url(br#"{"alg":"none","typ":"JWT"}"#);
+        let payload = b64url(
+            serde_json::to_string(&claims("default", "eve", 3600))
+                .unwrap()
+                .as_bytes(),
+        );
+        bad.push(("alg none", format!("{header}.{payload}.")));
+        // forged: signed with another key
+        bad.push((
+            "forged",
+            sign(
+                b"another-secret-that-is-32-bytes-long!!",
+                &claims("default", "eve", 3600),
+            ),
+        ));
+        // expired (beyond the leeway)
+        bad.push(("expired", sign(&secret, &claims("default", "eve", -3600))));
+        // wrong issuer / audience
+        bad.push((
+            "issuer",
+            sign(
+                &secret,
+                &Claims {
+                    iss: "someone-else".into(),
+                    ..claims("default", "eve", 3600)
+                },
+            ),
+        ));
+        bad.push((
+            "audience",
+            sign(
+                &secret,
+                &Claims {
+                    aud: "other".into(),
+                    ..claims("default", "eve", 3600)
+                },
+            ),
+        ));
+        // not an access token
+        bad.push((
+            "token_use",
+            sign(
+                &secret,
+                &Claims {
+                    token_use: "refresh".into(),
+                    ..claims("default", "eve", 3600)
+                },
+            ),
+        ));
+        // a key id this server does not have; another token type
+        let mut with_kid = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+        with_kid.kid = Some("other-key".into());
+        let key = jsonwebtoken::EncodingKey::from_secret(&secret);
+        bad.push((
+            "kid",
+            jsonwebtoken::encode(&with_kid, &claims("default", "eve", 3600), &key).unwrap(),
+        ));
+        let mut at_jwt = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+        at_jwt.typ = Some("refresh+jwt".into());
+        bad.push((
+            "typ",
+            jsonwebtoken::encode(&at_jwt, &claims("default", "eve", 3600), &key).unwrap(),
+        ));
+        // missing jti
+        let mut no_jti = serde_json::to_value(claims("default", "eve", 3600)).unwrap();
+        no_jti.as_object_mut().unwrap().remove("jti");
+        bad.push(("no jti", sign(&secret, &no_jti)));
+        // the control: the same claims, properly signed, pass
+        let control = sign(&secret, &claims("default", "eve", 3600));
+        assert_eq!(
+            t.post("ops.capabilities", Some(&control), json!({}))
+                .await
+                .status,
+            200,
+            "{n}"
+        );
+
+        for (why, token) in &bad {
+            let a = t.post("ops.capabilities", Some(token), json!({})).await;
+            assert_envelope(&a, 401, "UNAUTHENTICATED", &format!("{n} {why}"));
+            assert_eq!(
+                a.header("www-authenticate"),
+                Some(CHALLENGE_INVALID),
+                "{n} {why}"
+            );
+        }
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_revoked_token_is_refused_once_the_list_reloads() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let spec = MintSpec {
+            org: "default".into(),
+            subject: "ana".into(),
+            role: Role::Viewer,
+            namespaces: vec![],
+            ttl_secs: 600,
+            platform_admin: false,
+            consumer: None,
+        };
+        let (token, claims) = t.server.app.keys.mint(spec).unwrap();
+        assert_eq!(
+            t.post("ops.capabilities", Some(&token), json!({}))
+                .await
+                .status,
+            200,
+            "{n}"
+        );
+        assert!(t.db.store.revoke_token(&claims.jti).await.unwrap());
+        t.server
+            .app
+            .revocations
+            .refresh(&t.server.app.store)
+            .await
+            .unwrap();
+        let a = t.post("ops.capabilities", Some(&token), json!({})).await;
+        assert_envelope(&a, 401, "UNAUTHENTICATED", n);
+        assert_eq!(a.header("www-authenticate"), Some(CHALLENGE_INVALID), "{n}");
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn before_the_revocation_list_loads_a_token_is_503_with_retry_after() {
+    for t in servers(|c| c.load_revocations = false).await {
+        let n = t.name();
+        let a = t.send(t.client.get(format!("{}/readyz", t.url()))).await;
+        assert_envelope(&a, 503, "NOT_READY", n);
+        let token = t.token("default", "ana", Role::Viewer, &[]);
+        let a = t.post("ops.capabilities", Some(&token), json!({})).await;
+        assert_envelope(&a, 503, "NOT_READY", n);
+        assert_eq!(a.header("retry-after"), Some("1"), "{n}");
+        assert!(a.header("www-authenticate").is_none(), "{n}");
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn unknown_ops_wrong_methods_big_and_malformed_bodies() {
+    for t in servers(|c| c.max_body_bytes = 1024).await {
+        let n = t.name();
+        let token = t.token("default", "ana", Role::Viewer, &[]);
+
+        let a = t.post("ops.capabilitie", Some(&token), json!({})).await;
+        assert_envelope(&a, 404, "UNKNOWN_OP", n);
+        assert_eq!(
+            a.body["error"]["suggestions"][0], "ops.capabilities",
+            "{n}: {}",
+            a.text
+        );
+
+        let a = t
+            .send(
+                t.client
+                    .get(format!("{}/v1/ops.capabilities", t.url()))
+                    .bearer_auth(&token),
+            )
+            .await;
+        assert_envelope(&a, 405, "METHOD_NOT_ALLOWED", n);
+        assert_eq!(a.header("allow"), Some("POST"), "{n}");
+
+        let big = json!({ "pad": "x".repeat(2048) });
+        let a = t.post("ops.capabilities", Some(&token), big).await;
+        assert_envelope(&a, 413, "PAYLOAD_TOO_LARGE", n);
+
+        let a = t
+            .send(
+                t.request("ops.capabilities", Some(&token))
+                    .header("content-type", "application/json")
+                    .body("{\n  \"a\": 1,\n  oops\n}"),
+            )
+            .await;
+        assert_envelope(&a, 400, "BAD_REQUEST", n);
+        assert_eq!(
+            (
+                a.body["error"]["line"].as_u64(),
+                a.body["error"]["column"].as_u64()
+            ),
+            (Some(3), Some(3)),
+            "{n}: {}",
+            a.text
+        );
+        assert!(
+            a.body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("line 3, column 3"),
+            "{n}: {}",
+            a.text
+        );
+
+        // arguments the op does not take: 422 with the op's arguments
+        let a = t
+            .post("ops.capabilities", Some(&token), json!({"verbose": true}))
+            .await;
+        assert_envelope(&a, 422, "INVALID_ARGUMENTS", n);
+
+        // unknown paths are 404 envelopes too
+        let a = t.send(t.client.get(format!("{}/nowhere", t.url()))).await;
+        assert_eq!(a.status, 404, "{n}");
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn roles_namespaces_and_grants() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let admin = t.token("acme", "boss", Role::Admin, &["team"]);
+        let viewer = t.token("acme", "ana", Role::Viewer, &["team"]);
+
+        // a viewer may list grants but not set them
+        let a = t.post("grants.list", Some(&viewer), json!({})).await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        assert_eq!(
+            (a.body["org"].as_str(), a.body["namespace"].as_str()),
+            (Some("acme"), Some("team")),
+            "{n}"
+        );
+        let a = t
+            .post(
+                "grants.set",
+                Some(&viewer),
+                json!({"subject": "bo", "role": "writer"}),
+            )
+            .await;
+        assert_envelope(&a, 403, "AUTH_INSUFFICIENT", n);
+        assert_eq!(a.body["error"]["required_role"], "admin", "{n}");
+
+        // a namespace the token does not name, without a grant
+        let a = t
+            .post("grants.list", Some(&viewer), json!({"namespace": "secret"}))
+            .await;
+        assert_envelope(&a, 403, "NAMESPACE_NOT_ACCESSIBLE", n);
+
+        // an admin of `secret`… does not exist yet: the team admin cannot grant there either
+        let a = t
+            .post(
+                "grants.set",
+                Some(&admin),
+                json!({"namespace": "secret", "subject": "ana", "role": "viewer"}),
+            )
+            .await;
+        assert_envelope(&a, 403, "NAMESPACE_NOT_ACCESSIBLE", n);
+
+        // an org-scoped admin token (no namespace claim) covers every namespace of its org
+        let org_admin = t.token("acme", "root", Role::Admin, &[]);
+        let a = t
+            .post(
+                "grants.set",
+                Some(&org_admin),
+                json!({"namespace": "secret", "subject": "ana", "role": "viewer"}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        assert_eq!(a.body["role"], "viewer", "{n}");
+        assert_eq!(a.body["previous_role"], Value::Null, "{n}");
+
+        // now ana reads `secret` through the grant, but still may not administer it
+        let a = t
+            .post("grants.list", Some(&viewer), json!({"namespace": "secret"}))
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        assert_eq!(a.body["grants"][0]["subject"], "ana", "{n}");
+        assert_eq!(a.body["grants"][0]["granted_by"], "root", "{n}");
+        let a = t
+            .post(
+                "grants.set",
+                Some(&viewer),
+                json!({"namespace": "secret", "subject": "ana", "role": "admin"}),
+            )
+            .await;
+        assert_envelope(&a, 403, "AUTH_INSUFFICIENT", n);
+
+        // removing the grant closes the namespace again
+        let a = t
+            .post(
+                "grants.set",
+                Some(&org_admin),
+                json!({"namespace": "secret", "subject": "ana", "role": "none"}),
+            )
+            .await;
+        assert_eq!(
+            (a.status, &a.body["role"]),
+            (200, &Value::Null),
+            "{n}: {}",
+            a.text
+        );
+        let a = t
+            .post("grants.list", Some(&viewer), json!({"namespace": "secret"}))
+            .await;
+        assert_envelope(&a, 403, "NAMESPACE_NOT_ACCESSIBLE", n);
+
+        // a state-changing op given a near-miss key is refused before anything is written
+        let a = t
+            .post(
+                "grants.set",
+                Some(&admin),
+                json!({"subjet": "bo", "role": "writer"}),
+            )
+            .await;
+        assert_envelope(&a, 422, "UNKNOWN_ARGUMENT", n);
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_token_from_one_org_is_refused_in_another() {
+    for t in servers(|c| c.platform_admins = vec!["operator".into()]).await {
+        let n = t.name();
+        let acme = t.token("acme", "ana", Role::Admin, &[]);
+        let a = t
+            .post("grants.list", Some(&acme), json!({"org": "globex"}))
+            .await;
+        assert_envelope(&a, 403, "ORG_MISMATCH", n);
+        assert_eq!(a.body["error"]["org"], "globex", "{n}");
+
+        // an org-wide token and a platform admin may act in any org
+        let wide = t.token("*", "svc", Role::Viewer, &[]);
+        let a = t
+            .post("grants.list", Some(&wide), json!({"org": "globex"}))
+            .await;
+        assert_eq!(
+            (a.status, a.body["org"].as_str()),
+            (200, Some("globex")),
+            "{n}: {}",
+            a.text
+        );
+        let operator = t.token("acme", "operator", Role::Viewer, &[]);
+        let a = t
+            .post("grants.list", Some(&operator), json!({"org": "globex"}))
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+
+        // …but a restricted namespace refuses every other org, platform admins included
+        sqlx::query("INSERT INTO namespaces (org, namespace, restricted, created_ms) VALUES ('globex', 'vault', TRUE, 0)")
+            .execute(t.db.store.writer())
+            .await
+            .unwrap();
+        for (who, token) in [("wide", &wide), ("operator", &operator)] {
+            let a = t
+                .post(
+                    "grants.list",
+                    Some(token),
+                    json!({"org": "globex", "namespace": "vault"}),
+                )
+                .await;
+            assert_envelope(&a, 403, "ORG_MISMATCH", &format!("{n} {who}"));
+            assert_eq!(a.body["error"]["restricted"], true, "{n}");
+        }
+        // its own org's tokens are let in
+        let own = t.token("globex", "gina", Role::Viewer, &[]);
+        assert_eq!(
+            t.post("grants.list", Some(&own), json!({"namespace": "vault"}))
+                .await
+                .status,
+            200,
+            "{n}"
+        );
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn idempotency_keys_replay_only_to_their_principal() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let boss = t.token("acme", "boss", Role::Admin, &[]);
+        let other = t.token("acme", "other-admin", Role::Admin, &[]);
+        let set = |who: &str| json!({"subject": who, "role": "writer"});
+        let ok_rows = "SELECT COUNT(*) FROM audit_log WHERE op = 'grants.set' AND outcome = 'ok'";
+
+        let first = t
+            .send(
+                t.request("grants.set", Some(&boss))
+                    .header("idempotency-key", "k-1")
+                    .json(&set("bo")),
+            )
+            .await;
+        assert_eq!(first.status, 200, "{n}: {}", first.text);
+        assert!(first.header("idempotent-replayed").is_none(), "{n}");
+        assert_eq!(t.count(ok_rows).await, 1, "{n}");
+
+        // same key, same principal, same body (keys in another order): the stored answer, not a second run
+        let again = t
+            .send(
+                t.request("grants.set", Some(&boss))
+                    .header("idempotency-key", "k-1")
+                    .json(&json!({"role": "writer", "subject": "bo"})),
+            )
+            .await;
+        assert_eq!(
+            (again.status, &again.text),
+            (first.status, &first.text),
+            "{n}"
+        );
+        assert_eq!(again.header("idempotent-replayed"), Some("true"), "{n}");
+        assert_eq!(t.count(ok_rows).await, 1, "{n}: the op ran again");
+
+        // same key, different body: 422
+        let a = t
+            .send(
+                t.request("grants.set", Some(&boss))
+                    .header("idempotency-key", "k-1")
+                    .json(&set("cy")),
+            )
+            .await;
+        assert_envelope(&a, 422, "IDEMPOTENCY_KEY_MISMATCH", n);
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM grants WHERE subject = 'cy'")
+                .await,
+            0,
+            "{n}"
+        );
+
+        // another principal's key of the same name is its own: the op runs
+        let a = t
+            .send(
+                t.request("grants.set", Some(&other))
+                    .header("idempotency-key", "k-1")
+                    .json(&set("bo")),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        assert!(a.header("idempotent-replayed").is_none(), "{n}");
+        assert_eq!(a.body["previous_role"], "writer", "{n}: it ran");
+        assert_eq!(t.count(ok_rows).await, 2, "{n}");
+
+        // checked only after authorization: a viewer with the stored key gets 403, not the answer
+        let viewer = t.token("acme", "boss", Role::Viewer, &[]);
+        let a = t
+            .send(
+                t.request("grants.set", Some(&viewer))
+                    .header("idempotency-key", "k-1")
+                    .json(&set("bo")),
+            )
+            .await;
+        assert_envelope(&a, 403, "AUTH_INSUFFICIENT", n);
+
+        // a refused call stores nothing: its key runs normally afterwards
+        let a = t
+            .send(
+                t.request("grants.set", Some(&boss))
+                    .header("idempotency-key", "k-2")
+                    .json(&json!({"subject": "", "role": "viewer"})),
+            )
+            .await;
+        assert_envelope(&a, 422, "INVALID_ARGUMENTS", n);
+        let a = t
+            .send(
+                t.request("grants.set", Some(&boss))
+                    .header("idempotency-key", "k-2")
+                    .json(&set("dee")),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn audited_ops_write_audit_rows_and_others_do_not() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let admin = t.token("acme", "boss", Role::Admin, &["team"]);
+        let viewer = t.token("acme", "ana", Role::Viewer, &["team"]);
+        let rows = "SELECT COUNT(*) FROM audit_log";
+
+        assert_eq!(
+            t.post("grants.list", Some(&admin), json!({})).await.status,
+            200,
+            "{n}"
+        );
+        assert_eq!(
+            t.post("ops.capabilities", Some(&admin), json!({}))
+                .await
+                .status,
+            200,
+            "{n}"
+        );
+        assert_eq!(
+            t.count(rows).await,
+            0,
+            "{n}: a non-audited op wrote an audit row"
+        );
+
+        let a = t
+            .post(
+                "grants.set",
+                Some(&admin),
+                json!({"subject": "bo", "role": "writer", "agent": "deploy-bot"}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        assert_eq!(t.count(rows).await, 1, "{n}");
+        // a refusal of an audited op is audited too
+        let a = t
+            .post(
+                "grants.set",
+                Some(&viewer),
+                json!({"subject": "bo", "role": "admin"}),
+            )
+            .await;
+        assert_envelope(&a, 403, "AUTH_INSUFFICIENT", n);
+        assert_eq!(t.count(rows).await, 2, "{n}");
+
+        let a = t.post("audit.list", Some(&admin), json!({})).await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        let listed = a.body["rows"].as_array().unwrap();
+        assert_eq!(listed.len(), 2, "{n}: {}", a.text);
+        assert_eq!(
+            (listed[0]["subject"].as_str(), listed[0]["outcome"].as_str()),
+            (Some("ana"), Some("AUTH_INSUFFICIENT")),
+            "{n}"
+        );
+        assert_eq!(
+            (listed[1]["subject"].as_str(), listed[1]["outcome"].as_str()),
+            (Some("boss"), Some("ok")),
+            "{n}"
+        );
+        assert_eq!(
+            (listed[1]["agent"].as_str(), listed[1]["op"].as_str()),
+            (Some("deploy-bot"), Some("grants.set")),
+            "{n}"
+        );
+        assert_eq!(
+            listed[1]["args_digest"].as_str().map(str::len),
+            Some(64),
+            "{n}"
+        );
+        // audit.list is admin only
+        let a = t.post("audit.list", Some(&viewer), json!({})).await;
+        assert_envelope(&a, 403, "AUTH_INSUFFICIENT", n);
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn rate_limits_are_per_caller_and_class_with_retry_after() {
+    for t in servers(|c| c.rate_read_per_min = 2).await {
+        let n = t.name();
+        let ana = t.token("default", "ana", Role::Admin, &[]);
+        let bo = t.token("default", "bo", Role::Viewer, &[]);
+        for _ in 0..2 {
+            assert_eq!(
+                t.post("ops.capabilities", Some(&ana), json!({}))
+                    .await
+                    .status,
+                200,
+                "{n}"
+            );
+        }
+        let a = t.post("ops.capabilities", Some(&ana), json!({})).await;
+        assert_envelope(&a, 429, "RATE_LIMITED", n);
+        let wait: u64 = a.header("retry-after").unwrap().parse().unwrap();
+        assert!((1..=30).contains(&wait), "{n}: {wait}");
+        assert_eq!(a.body["error"]["retry_after_s"], wait, "{n}");
+        // another caller, and another class, have their own buckets
+        assert_eq!(
+            t.post("ops.capabilities", Some(&bo), json!({}))
+                .await
+                .status,
+            200,
+            "{n}"
+        );
+        let a = t
+            .post(
+                "grants.set",
+                Some(&ana),
+                json!({"subject": "cy", "role": "viewer"}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn every_call_lands_in_the_ledger() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let token = t.token("acme", "ana", Role::Viewer, &["team"]);
+        assert_eq!(
+            t.post("ops.capabilities", Some(&token), json!({}))
+                .await
+                .status,
+            200,
+            "{n}"
+        );
+        assert_eq!(
+            t.post(
+                "grants.set",
+                Some(&token),
+                json!({"subject": "x", "role": "viewer"})
+            )
+            .await
+            .status,
+            403,
+            "{n}"
+        );
+        assert_eq!(
+            t.post("grants.list", Some(&token), json!({"org": "other"}))
+                .await
+                .status,
+            403,
+            "{n}"
+        );
+        t.flush_ledger().await;
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM agent_events WHERE org = 'acme' AND subject = 'ana'")
+                .await,
+            3,
+            "{n}"
+        );
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM agent_events WHERE op = 'grants.set' AND outcome = 'AUTH_INSUFFICIENT' AND status = 403 AND namespace = 'team' AND transport = 'http'").await,
+            1,
+            "{n}"
+        );
+        // rows queued at shutdown are written, not lost
+        assert_eq!(
+            t.post("grants.list", Some(&token), json!({})).await.status,
+            200,
+            "{n}"
+        );
+        let db = t.db;
+        t.server.shutdown().await;
+        let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM agent_events")
+            .fetch_one(db.store.reader())
+            .await
+            .unwrap();
+        assert_eq!(rows, 4, "{n}");
+    }
+}
+
+#[tokio::test]
+async fn without_auth_calls_run_as_anonymous_admin() {
+    for t in servers(|c| c.auth_required = false).await {
+        let n = t.name();
+        let a = t
+            .post(
+                "grants.set",
+                None,
+                json!({"subject": "bo", "role": "viewer"}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        assert_eq!(
+            (a.body["org"].as_str(), a.body["namespace"].as_str()),
+            (Some("default"), Some("default")),
+            "{n}"
+        );
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_key_whose_first_call_still_runs_is_409_in_flight() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let boss = t.token("acme", "boss", Role::Admin, &[]);
+        let body = json!({"subject": "bo", "role": "writer"});
+        // another replica claimed the key for this very request and is still running it
+        let hash = loom_server::pipeline::idempotency::request_hash("grants.set", &body);
+        let claimed =
+            t.db.store
+                .idempotency_begin(
+                    ("acme", "boss"),
+                    "k-busy",
+                    "grants.set",
+                    &hash,
+                    86_400_000,
+                    300_000,
+                )
+                .await
+                .unwrap();
+        assert_eq!(claimed, loom_ops::store::IdemBegin::Owned, "{n}");
+        let a = t
+            .send(
+                t.request("grants.set", Some(&boss))
+                    .header("idempotency-key", "k-busy")
+                    .json(&body),
+            )
+            .await;
+        assert_envelope(&a, 409, "IDEMPOTENCY_KEY_IN_FLIGHT", n);
+        assert_eq!(a.header("retry-after"), Some("1"), "{n}");
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM grants").await,
+            0,
+            "{n}: the op ran"
+        );
+        t.server.shutdown().await;
+    }
+}
+
+mod slow_clients {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    async fn read_all(stream: &mut TcpStream) -> String {
+        let mut out = Vec::new();
+        // bounded: the server closes or answers long before this
+        let _ = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_body_that_never_arrives_is_408_and_a_header_that_never_ends_is_dropped() {
+        for t in servers(|c| {
+            c.body_read_timeout = Duration::from_millis(200);
+            c.header_read_timeout = Duration::from_millis(200);
+        })
+        .await
+        {
+            let n = t.name();
+            let token = t.token("default", "ana", Role::Viewer, &[]);
+            let mut s = TcpStream::connect(t.server.addr).await.unwrap();
+            let head = format!(
+                "POST /v1/ops.capabilities HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\n\
+                 content-type: application/json\r\ncontent-length: 10\r\nconnection: close\r\n\r\n{{"
+            );
+            s.write_all(head.as_bytes()).await.unwrap();
+            let answer = read_all(&mut s).await;
+            assert!(answer.starts_with("HTTP/1.1 408"), "{n}: {answer}");
+            assert!(answer.contains("REQUEST_TIMEOUT"), "{n}: {answer}");
+
+            let mut s = TcpStream::connect(t.server.addr).await.unwrap();
+            s.write_all(b"POST /v1/ops.capabilities HTTP/1.1\r\nhost: x\r\n")
+                .await
+                .unwrap();
+            let answer = read_all(&mut s).await;
+            assert!(!answer.contains("200 OK"), "{n}: {answer}");
+            t.server.shutdown().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_chunked_body_over_the_limit_is_413() {
+        for t in servers(|c| c.max_body_bytes = 1024).await {
+            let n = t.name();
+            let token = t.token("default", "ana", Role::Viewer, &[]);
+            let mut s = TcpStream::connect(t.server.addr).await.unwrap();
+            let chunk = format!("{{\"pad\": \"{}\"}}", "x".repeat(3000));
+            let req = format!(
+                "POST /v1/ops.capabilities HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\n\
+                 transfer-encoding: chunked\r\nconnection: close\r\n\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
+                chunk.len()
+            );
+            s.write_all(req.as_bytes()).await.unwrap();
+            let answer = read_all(&mut s).await;
+            assert!(answer.starts_with("HTTP/1.1 413"), "{n}: {answer}");
+            assert!(answer.contains("PAYLOAD_TOO_LARGE"), "{n}: {answer}");
+            t.server.shutdown().await;
+        }
+    }
+}
