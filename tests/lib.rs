@@ -167,3 +167,107 @@ impl TestServer {
         self.server.app.ledger.flush().await;
     }
 }
+
+/// An MCP client over the real socket: `POST /mcp` with a bearer, the
+/// session header once `initialize` assigned one, and the query string of
+/// the connection (`?toolset=…`).
+pub struct McpClient<'a> {
+    /// The server.
+    pub server: &'a TestServer,
+    /// The bearer, if any.
+    pub token: Option<String>,
+    /// The session id, once assigned.
+    pub session: Option<String>,
+    /// `?toolset=…&schema_profile=…`, without the `?`.
+    pub query: String,
+    /// The `MCP-Protocol-Version` sent (the negotiated one after `initialize`).
+    pub version: String,
+    next_id: std::sync::atomic::AtomicI64,
+}
+
+impl<'a> McpClient<'a> {
+    /// A client with a bearer (or none) and a query string.
+    pub fn new(server: &'a TestServer, token: Option<&str>, query: &str) -> Self {
+        McpClient {
+            server,
+            token: token.map(str::to_owned),
+            session: None,
+            query: query.to_owned(),
+            version: "2025-11-25".to_owned(),
+            next_id: std::sync::atomic::AtomicI64::new(1),
+        }
+    }
+
+    /// The `/mcp` URL of this connection.
+    pub fn url(&self) -> String {
+        if self.query.is_empty() {
+            format!("{}/mcp", self.server.url())
+        } else {
+            format!("{}/mcp?{}", self.server.url(), self.query)
+        }
+    }
+
+    /// A POST to finish (bearer and session set).
+    pub fn post(&self) -> reqwest::RequestBuilder {
+        let mut r = self
+            .server
+            .client
+            .post(self.url())
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", &self.version);
+        if let Some(t) = &self.token {
+            r = r.bearer_auth(t);
+        }
+        if let Some(s) = &self.session {
+            r = r.header("mcp-session-id", s);
+        }
+        r
+    }
+
+    /// Sends a raw JSON body.
+    pub async fn raw(&self, body: Value) -> Answer {
+        self.server.send(self.post().json(&body)).await
+    }
+
+    /// Sends one request and returns the whole answer.
+    pub async fn request(&self, method: &str, params: Value) -> Answer {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.raw(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .await
+    }
+
+    /// `initialize` with a client name; keeps the session id.
+    pub async fn initialize(&mut self, client: &str, version: &str) -> Answer {
+        let a = self
+            .request(
+                "initialize",
+                serde_json::json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": client, "version": "1"}}),
+            )
+            .await;
+        self.session = a.header("mcp-session-id").map(str::to_owned);
+        if let Some(v) = a.body["result"]["protocolVersion"].as_str() {
+            self.version = v.to_owned();
+        }
+        a
+    }
+
+    /// `tools/call`; returns the JSON-RPC `result` (or the whole body on an error).
+    pub async fn call(&self, tool: &str, arguments: Value) -> Value {
+        let a = self
+            .request(
+                "tools/call",
+                serde_json::json!({"name": tool, "arguments": arguments}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{tool}: {}", a.text);
+        if a.body.get("result").is_some() {
+            a.body["result"].clone()
+        } else {
+            a.body
+        }
+    }
+}

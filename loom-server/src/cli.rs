@@ -190,6 +190,11 @@ async fn serve() -> Result<(), String> {
     println!(
         "loom: serving the HTTP API at {base}/v1/<op> (health {base}/healthz, readiness {base}/readyz)"
     );
+    println!(
+        "loom: serving MCP at {base}/mcp (toolset {}, schema profile {})",
+        app.config.mcp.toolset,
+        app.config.mcp.profile.as_str()
+    );
     println!("loom: store {}", app.store.backend().as_str());
     if !app.config.auth_required {
         println!(

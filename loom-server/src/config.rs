@@ -57,6 +57,8 @@ pub struct Config {
     pub log_json: bool,
     /// Load the revocation list at start (always, outside tests of the not-ready state).
     pub load_revocations: bool,
+    /// The MCP transport's `LOOM_MCP_*` settings.
+    pub mcp: crate::transport::mcp::config::McpConfig,
 }
 
 fn parse<T: std::str::FromStr>(name: &str, raw: &str, expected: &str) -> Result<T, String> {
@@ -115,6 +117,7 @@ impl Default for Config {
             log_filter: "info".into(),
             log_json: false,
             load_revocations: true,
+            mcp: Default::default(),
         }
     }
 }
@@ -221,6 +224,7 @@ impl Config {
         if let Some(v) = get("LOOM_SHUTDOWN_GRACE_SECS") {
             c.shutdown_grace = seconds("LOOM_SHUTDOWN_GRACE_SECS", v)?;
         }
+        c.mcp = crate::transport::mcp::config::McpConfig::from_vars(vars)?;
         if let Some(v) = get("LOOM_LOG") {
             c.log_filter = v.trim().to_owned();
         }
@@ -245,8 +249,17 @@ impl Config {
             || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
     }
 
-    /// Refuses a configuration that must not start: no auth on a non-loopback bind.
+    /// Refuses a configuration that must not start: no auth on a non-loopback
+    /// bind, or MCP's `open` auth mode there.
     pub fn check(&self) -> Result<(), String> {
+        use crate::transport::mcp::config::AuthMode;
+        if self.mcp.auth_mode == AuthMode::Open && !self.loopback_bind() && !self.allow_insecure {
+            return Err(format!(
+                "refusing to serve MCP with LOOM_MCP_AUTH_MODE=open on the non-loopback LOOM_BIND_HOST={}; \
+                 bind 127.0.0.1, use required or discovery_only, or set LOOM_ALLOW_INSECURE=1",
+                self.bind_host
+            ));
+        }
         if !self.auth_required && !self.loopback_bind() && !self.allow_insecure {
             return Err(format!(
                 "refusing to serve without authentication (LOOM_AUTH_REQUIRED=false) on the non-loopback \

@@ -176,7 +176,11 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
         .next()
         .unwrap()
         .to_owned();
-    let rest: Vec<String> = lines.by_ref().take(3).map(Result::unwrap).collect();
+    let rest: Vec<String> = lines.by_ref().take(4).map(Result::unwrap).collect();
+    assert!(
+        rest.iter().any(|l| l.contains(&format!("serving MCP at {base}/mcp"))),
+        "{rest:?}"
+    );
     assert!(
         rest.iter().any(|l| l.contains("created org 'default'")),
         "{rest:?}"

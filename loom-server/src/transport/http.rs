@@ -33,15 +33,17 @@ pub static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
 
-/// The routes.
+/// The routes: the HTTP API, health, and MCP at `/mcp`.
 pub fn router(app: Arc<App>) -> Router {
+    let mcp = super::mcp::router(app.clone());
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/v1/{op}", post(call_op).fallback(method_not_allowed))
         .fallback(not_found)
-        .layer(middleware::from_fn(request_id))
         .with_state(app)
+        .merge(mcp)
+        .layer(middleware::from_fn(request_id))
 }
 
 /// An incoming id is kept when it is 1 to 128 characters of `[A-Za-z0-9._:-]`.
@@ -118,7 +120,7 @@ async fn not_found() -> Response {
     error_response(
         &LoomError::new(
             ErrorCode::ResourceNotFound,
-            "no such endpoint; ops are served at POST /v1/<op>",
+            "no such endpoint; ops are served at POST /v1/<op> and MCP at /mcp",
         ),
         None,
     )
@@ -163,6 +165,20 @@ fn describe(e: &serde_json::Error) -> String {
 }
 
 async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Value, LoomError> {
+    let bytes = read_bytes(app, headers, body).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| json_error(&e))
+}
+
+/// Reads a whole request body within `LOOM_MAX_BODY_BYTES` (413) and
+/// `LOOM_BODY_READ_TIMEOUT_SECS` (408).
+pub(crate) async fn read_bytes(
+    app: &App,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<axum::body::Bytes, LoomError> {
     let limit = app.config.max_body_bytes;
     let too_large = || {
         LoomError::new(
@@ -198,10 +214,7 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Value, 
             }
             Ok(Ok(bytes)) => bytes,
         };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(json!({}));
-    }
-    serde_json::from_slice(&bytes).map_err(|e| json_error(&e))
+    Ok(bytes)
 }
 
 async fn call_op(

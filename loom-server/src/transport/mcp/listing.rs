@@ -189,7 +189,7 @@ pub fn search_input_schema() -> Value {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "What to look for, in plain words."},
-            "top_k": {"type": "integer", "description": "Hits per section (1-50, default 8)."},
+            "top_k": {"type": "integer", "description": "Hits per section (1-50, default 10)."},
             "explain": {"type": "boolean", "description": "Add why each memory hit ranked."}
         },
         "required": ["query"]

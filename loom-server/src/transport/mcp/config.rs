@@ -1,0 +1,154 @@
+//! The MCP transport's settings: `LOOM_MCP_*`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use loom_core::{Listing, Profile};
+
+/// Which methods need a bearer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Every method except notifications (the default).
+    Required,
+    /// `tools/call` only; every other method is open.
+    DiscoveryOnly,
+    /// Nothing; an invalid bearer is ignored (trusted networks only).
+    Open,
+}
+
+/// `LOOM_MCP_*` settings.
+#[derive(Clone, Debug)]
+pub struct McpConfig {
+    /// `LOOM_MCP_TOOLSET` (`core`): the listing when `?toolset=` names none or an unknown one.
+    pub toolset: Listing,
+    /// `LOOM_MCP_SCHEMA_PROFILE` (`standard`).
+    pub profile: Profile,
+    /// `LOOM_MCP_AUTH_MODE` (`required`).
+    pub auth_mode: AuthMode,
+    /// `LOOM_MCP_ALLOWED_HOSTS`: host names (or `host:port`) besides the
+    /// loopback names that `Host` and `Origin` may carry (DNS-rebinding protection).
+    pub allowed_hosts: Vec<String>,
+    /// `LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S` (2; 0 never waits): a rate-limited
+    /// call whose wait is at most this sleeps once and tries again.
+    pub ratelimit_retry_max_wait: Duration,
+    /// `LOOM_MCP_SESSION_CACHE` (10000): sessions remembered in process.
+    pub session_cache: usize,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            toolset: Listing::core(),
+            profile: Profile::Standard,
+            auth_mode: AuthMode::Required,
+            allowed_hosts: Vec::new(),
+            ratelimit_retry_max_wait: Duration::from_secs(2),
+            session_cache: 10_000,
+        }
+    }
+}
+
+impl McpConfig {
+    /// Reads the `LOOM_MCP_*` variables; a bad value names its variable.
+    pub fn from_vars(vars: &HashMap<String, String>) -> Result<McpConfig, String> {
+        let mut c = McpConfig::default();
+        let get = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+        if let Some(v) = get("LOOM_MCP_TOOLSET") {
+            c.toolset = Listing::parse(v).ok_or_else(|| {
+                format!(
+                    "LOOM_MCP_TOOLSET={v:?} is not valid: expected core, coding, tracker, tasks, atomic \
+                     (or a union such as coding+tracker), readonly, assistant or all"
+                )
+            })?;
+        }
+        if let Some(v) = get("LOOM_MCP_SCHEMA_PROFILE") {
+            c.profile = Profile::parse(v).ok_or_else(|| {
+                format!(
+                    "LOOM_MCP_SCHEMA_PROFILE={v:?} is not valid: expected standard, full or compact"
+                )
+            })?;
+        }
+        if let Some(v) = get("LOOM_MCP_AUTH_MODE") {
+            c.auth_mode = match v.to_ascii_lowercase().as_str() {
+                "required" => AuthMode::Required,
+                "discovery_only" => AuthMode::DiscoveryOnly,
+                "open" => AuthMode::Open,
+                _ => {
+                    return Err(format!(
+                        "LOOM_MCP_AUTH_MODE={v:?} is not valid: expected required, discovery_only or open"
+                    ));
+                }
+            };
+        }
+        if let Some(v) = get("LOOM_MCP_ALLOWED_HOSTS") {
+            c.allowed_hosts = v
+                .split(',')
+                .map(|h| h.trim().to_ascii_lowercase())
+                .filter(|h| !h.is_empty())
+                .collect();
+        }
+        if let Some(v) = get("LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S") {
+            let secs: u64 = v.parse().map_err(|_| {
+                format!("LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S={v:?} is not valid: expected whole seconds (0 never waits)")
+            })?;
+            if secs > 30 {
+                return Err(format!(
+                    "LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S={v:?} is not valid: at most 30 seconds"
+                ));
+            }
+            c.ratelimit_retry_max_wait = Duration::from_secs(secs);
+        }
+        if let Some(v) = get("LOOM_MCP_SESSION_CACHE") {
+            c.session_cache = v.parse().ok().filter(|n: &usize| *n > 0).ok_or_else(|| {
+                format!("LOOM_MCP_SESSION_CACHE={v:?} is not valid: expected a positive number")
+            })?;
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        let c = McpConfig::from_vars(&HashMap::new()).unwrap();
+        assert_eq!(
+            (c.toolset, c.profile, c.auth_mode),
+            (Listing::core(), Profile::Standard, AuthMode::Required)
+        );
+        let c = McpConfig::from_vars(&vars(&[
+            ("LOOM_MCP_TOOLSET", "coding+tracker"),
+            ("LOOM_MCP_SCHEMA_PROFILE", "compact"),
+            ("LOOM_MCP_AUTH_MODE", "discovery_only"),
+            ("LOOM_MCP_ALLOWED_HOSTS", "Loom.Example.com, x:9000"),
+            ("LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(c.toolset.name(), "coding+tracker");
+        assert_eq!(c.allowed_hosts, ["loom.example.com", "x:9000"]);
+        assert_eq!(c.ratelimit_retry_max_wait, Duration::ZERO);
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        for (k, v) in [
+            ("LOOM_MCP_TOOLSET", "cor"),
+            ("LOOM_MCP_SCHEMA_PROFILE", "tiny"),
+            ("LOOM_MCP_AUTH_MODE", "sometimes"),
+            ("LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S", "-1"),
+            ("LOOM_MCP_SESSION_CACHE", "0"),
+        ] {
+            let e = McpConfig::from_vars(&vars(&[(k, v)])).unwrap_err();
+            assert!(e.contains(k), "{e}");
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! The `/mcp` endpoint: POST (one message or a batch), DELETE (end the
+//! session), GET (405: Loom answers JSON, never an event stream).
+//!
+//! Order of checks on a POST, each answered before the next runs:
+//! the whole body is read first (so a keep-alive connection stays in step);
+//! `Host` and `Origin` (403); `MCP-Protocol-Version` (400, -32022, before any
+//! session or method check, which the Python SDK's discovery probe relies
+//! on); JSON-RPC framing (-32700 / -32600, HTTP 200); the session (404 for an
+//! unknown one); the bearer (401 / 503); then each message.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use loom_core::{Caller, ErrorCode, Listing, LoomError, Profile, RateClass, RateKey};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::config::AuthMode;
+use super::jsonrpc::{self, Body as RpcBody, Message, code};
+use super::listing::Listings;
+use super::protocol::{self, Revision};
+use super::session::{Session, Sessions};
+use super::{guard, methods};
+use crate::app::App;
+use crate::pipeline;
+use crate::transport::http::{RequestId, read_bytes};
+
+/// The session header.
+pub static SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+/// The protocol version header.
+pub static PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+
+/// What the MCP transport keeps between requests.
+pub struct Mcp {
+    /// The server.
+    pub app: Arc<App>,
+    /// Live sessions.
+    pub sessions: Sessions,
+    /// Cached listings.
+    pub listings: Listings,
+}
+
+/// The `/mcp` routes, with their own state.
+pub fn router(app: Arc<App>) -> Router {
+    let mcp = Arc::new(Mcp {
+        sessions: Sessions::new(app.config.mcp.session_cache),
+        listings: Listings::new(app.registry),
+        app,
+    });
+    Router::new()
+        .route("/mcp", post(post_mcp).delete(delete_mcp).get(get_mcp))
+        .with_state(mcp)
+}
+
+/// `?toolset=` and `?schema_profile=`.
+#[derive(Debug, Default, Deserialize)]
+pub struct ConnectionQuery {
+    toolset: Option<String>,
+    schema_profile: Option<String>,
+}
+
+/// One request's connection: what it lists, how, and who calls.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    /// The roster listed.
+    pub listing: Listing,
+    /// The schema profile.
+    pub profile: Profile,
+    /// The negotiated revision (or the header's, or the assumed one).
+    pub revision: Revision,
+    /// The session id, when the request carried a known one.
+    pub session_id: Option<String>,
+    /// The session.
+    pub session: Option<Session>,
+    /// Who calls (`None`: no bearer on an open method, or auth off).
+    pub caller: Option<Caller>,
+    /// Whether a bearer was checked (calls need one unless the mode is open).
+    pub authenticated: bool,
+    /// The request id.
+    pub request_id: String,
+    /// `X-Loom-Code-Scope`, when sent.
+    pub code_scope: Option<String>,
+}
+
+fn rpc_error_response(
+    status: StatusCode,
+    id: Option<&jsonrpc::Id>,
+    code: i64,
+    message: &str,
+    data: Option<Value>,
+) -> Response {
+    (
+        status,
+        axum::Json(jsonrpc::error_response(id, code, message, data)),
+    )
+        .into_response()
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The 403 for a foreign `Host` or `Origin`.
+/// An answer given before any message runs (boxed: a `Response` is large).
+type Early = Box<Response>;
+
+fn check_host_and_origin(mcp: &Mcp, headers: &HeaderMap) -> Result<(), Early> {
+    let allowed = &mcp.app.config.mcp.allowed_hosts;
+    let host_ok =
+        header_str(headers, &header::HOST).is_some_and(|h| guard::allowed_authority(h, allowed));
+    let origin_ok = match headers.get(header::ORIGIN) {
+        None => true,
+        Some(v) => v.to_str().is_ok_and(|o| guard::allowed_origin(o, allowed)),
+    };
+    if host_ok && origin_ok {
+        Ok(())
+    } else {
+        Err(Box::new(rpc_error_response(
+            StatusCode::FORBIDDEN,
+            None,
+            code::INVALID_REQUEST,
+            "forbidden: the Host or Origin header names a host this server does not serve (DNS-rebinding protection)",
+            None,
+        )))
+    }
+}
+
+/// The 400 / -32022 for an `MCP-Protocol-Version` Loom does not serve.
+fn check_protocol_header(headers: &HeaderMap) -> Result<Option<Revision>, Early> {
+    let Some(raw) = headers.get(&PROTOCOL_VERSION) else {
+        return Ok(None);
+    };
+    let requested = raw.to_str().unwrap_or("").to_owned();
+    match Revision::parse(&requested) {
+        Some(r) => Ok(Some(r)),
+        None => Err(Box::new(rpc_error_response(
+            StatusCode::BAD_REQUEST,
+            None,
+            code::UNSUPPORTED_PROTOCOL_VERSION,
+            &format!("unsupported protocol version {requested:?}"),
+            Some(protocol::unsupported_data(&requested)),
+        ))),
+    }
+}
+
+/// Whether a method needs a bearer in this auth mode.
+fn needs_bearer(mode: AuthMode, method: &str) -> bool {
+    match mode {
+        AuthMode::Required => !method.starts_with("notifications/"),
+        AuthMode::DiscoveryOnly => method == "tools/call",
+        AuthMode::Open => false,
+    }
+}
+
+fn auth_refusal_response(refusal: pipeline::AuthRefusal) -> Response {
+    let status = StatusCode::from_u16(refusal.error.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+    let mut data = refusal.error.body();
+    data.remove("message");
+    let mut response = rpc_error_response(
+        status,
+        None,
+        code::INVALID_REQUEST,
+        refusal.error.message(),
+        Some(Value::Object(data)),
+    );
+    if let Some(secs) = refusal.error.retry_after_secs() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if let Some(challenge) = refusal.challenge {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(challenge),
+        );
+    }
+    response
+}
+
+/// Authenticates per the auth mode: `Ok((caller, checked))`.
+fn authenticate(
+    mcp: &Mcp,
+    headers: &HeaderMap,
+    required: bool,
+) -> Result<(Option<Caller>, bool), Early> {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes);
+    let mode = mcp.app.config.mcp.auth_mode;
+    if !mcp.app.config.auth_required {
+        return Ok((None, true));
+    }
+    match pipeline::authenticate(&mcp.app, authorization) {
+        Ok(caller) => Ok((caller, true)),
+        Err(refusal) if required => Err(Box::new(auth_refusal_response(refusal))),
+        // An open method (or open mode): an absent or invalid bearer is ignored.
+        Err(_) if mode == AuthMode::Open => Ok((None, true)),
+        Err(_) => Ok((None, false)),
+    }
+}
+
+async fn post_mcp(
+    State(mcp): State<Arc<Mcp>>,
+    Query(query): Query<ConnectionQuery>,
+    axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let bytes = read_bytes(&mcp.app, &headers, body).await;
+    if let Err(refusal) = check_host_and_origin(&mcp, &headers) {
+        return *refusal;
+    }
+    let bytes = match bytes {
+        Ok(b) => b,
+        Err(e) => {
+            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
+            return rpc_error_response(
+                status,
+                None,
+                code::INVALID_REQUEST,
+                e.message(),
+                Some(Value::Object(e.body())),
+            );
+        }
+    };
+    let header_revision = match check_protocol_header(&headers) {
+        Ok(r) => r,
+        Err(refusal) => return *refusal,
+    };
+    let parsed = match jsonrpc::parse(&bytes) {
+        Ok(p) => p,
+        Err(e) => return (StatusCode::OK, axum::Json(e.response())).into_response(),
+    };
+    let (messages, batch) = match parsed {
+        RpcBody::Single(m) => (vec![m], false),
+        RpcBody::Batch(ms) => (ms, true),
+    };
+
+    let session_id = header_str(&headers, &SESSION_ID).map(str::to_owned);
+    let session = match &session_id {
+        Some(id) => match mcp.sessions.get(id) {
+            Some(s) => Some(s),
+            None => {
+                return rpc_error_response(
+                    StatusCode::NOT_FOUND,
+                    None,
+                    code::INVALID_REQUEST,
+                    "unknown or ended session: initialize again",
+                    None,
+                );
+            }
+        },
+        None => None,
+    };
+
+    let mode = mcp.app.config.mcp.auth_mode;
+    let required = messages.iter().any(|m| match m {
+        Message::Request { method, .. } => needs_bearer(mode, method),
+        _ => false,
+    });
+    let (caller, authenticated) = match authenticate(&mcp, &headers, required) {
+        Ok(a) => a,
+        Err(refusal) => return *refusal,
+    };
+    // A session is bound to the principal that opened it.
+    if let (Some(s), Some(c)) = (&session, &caller)
+        && s.subject
+            .as_deref()
+            .is_some_and(|subject| subject != c.subject)
+    {
+        return rpc_error_response(
+            StatusCode::NOT_FOUND,
+            None,
+            code::INVALID_REQUEST,
+            "unknown or ended session: initialize again",
+            None,
+        );
+    }
+
+    let config = &mcp.app.config.mcp;
+    let listing = Listing::resolve(query.toolset.as_deref(), &config.toolset);
+    let profile = query
+        .schema_profile
+        .as_deref()
+        .and_then(Profile::parse)
+        .unwrap_or(config.profile);
+    let revision = session
+        .as_ref()
+        .map(|s| s.revision)
+        .or(header_revision)
+        .unwrap_or(protocol::ASSUMED);
+    let mut conn = Connection {
+        listing,
+        profile,
+        revision,
+        session_id: session_id.clone(),
+        session,
+        caller,
+        authenticated,
+        request_id,
+        code_scope: header_str(&headers, &HeaderName::from_static("x-loom-code-scope"))
+            .map(str::to_owned),
+    };
+
+    let mut answers = Vec::new();
+    for message in messages {
+        if let Some(answer) = methods::handle(&mcp, &mut conn, message, batch).await {
+            answers.push(answer);
+        }
+    }
+    let mut response = if answers.is_empty() {
+        StatusCode::ACCEPTED.into_response()
+    } else if batch {
+        (StatusCode::OK, axum::Json(Value::Array(answers))).into_response()
+    } else {
+        (
+            StatusCode::OK,
+            axum::Json(answers.pop().unwrap_or(Value::Null)),
+        )
+            .into_response()
+    };
+    if let Some(id) = conn
+        .session_id
+        .as_deref()
+        .and_then(|id| HeaderValue::from_str(id).ok())
+    {
+        response.headers_mut().insert(SESSION_ID.clone(), id);
+    }
+    response
+}
+
+async fn delete_mcp(State(mcp): State<Arc<Mcp>>, headers: HeaderMap, body: Body) -> Response {
+    let _ = read_bytes(&mcp.app, &headers, body).await;
+    if let Err(refusal) = check_host_and_origin(&mcp, &headers) {
+        return *refusal;
+    }
+    let Some(id) = header_str(&headers, &SESSION_ID).map(str::to_owned) else {
+        return rpc_error_response(
+            StatusCode::BAD_REQUEST,
+            None,
+            code::INVALID_REQUEST,
+            "DELETE /mcp needs an Mcp-Session-Id header",
+            None,
+        );
+    };
+    let required = mcp.app.config.mcp.auth_mode == AuthMode::Required;
+    let (caller, _) = match authenticate(&mcp, &headers, required) {
+        Ok(a) => a,
+        Err(refusal) => return *refusal,
+    };
+    // Rate-limited as run.complete, per caller within the org.
+    let key = match &caller {
+        Some(c) => RateKey {
+            org: c.org.clone(),
+            subject: c.subject.clone(),
+        },
+        None => RateKey {
+            org: pipeline::identity::DEFAULT_ORG.into(),
+            subject: pipeline::identity::ANONYMOUS.into(),
+        },
+    };
+    let class = mcp
+        .app
+        .registry
+        .get("run.complete")
+        .map_or(RateClass::Write, |op| op.rate);
+    if let Err(wait) = mcp.app.limiter.check(&key, class).await {
+        let err = LoomError::new(
+            ErrorCode::RateLimited,
+            "too many session ends; retry after the wait",
+        )
+        .with_retry_after(wait);
+        let mut response = rpc_error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            None,
+            code::INVALID_REQUEST,
+            err.message(),
+            Some(Value::Object(err.body())),
+        );
+        if let Some(secs) = err.retry_after_secs() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        return response;
+    }
+    match mcp.sessions.get(&id) {
+        Some(s)
+            if s.subject.is_some() && caller.as_ref().map(|c| &c.subject) != s.subject.as_ref() =>
+        {
+            rpc_error_response(
+                StatusCode::NOT_FOUND,
+                None,
+                code::INVALID_REQUEST,
+                "unknown or ended session",
+                None,
+            )
+        }
+        Some(_) => {
+            mcp.sessions.close(&id);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        None => rpc_error_response(
+            StatusCode::NOT_FOUND,
+            None,
+            code::INVALID_REQUEST,
+            "unknown or ended session",
+            None,
+        ),
+    }
+}
+
+async fn get_mcp(State(mcp): State<Arc<Mcp>>, headers: HeaderMap) -> Response {
+    if let Err(refusal) = check_host_and_origin(&mcp, &headers) {
+        return *refusal;
+    }
+    let mut response = (
+        StatusCode::METHOD_NOT_ALLOWED,
+        axum::Json(
+            json!({"error": "this server answers POST /mcp with JSON; it opens no event stream"}),
+        ),
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+    response
+}

@@ -1,0 +1,225 @@
+//! The MCP methods Loom serves, one message at a time.
+
+use serde_json::{Value, json};
+
+use super::endpoint::{Connection, Mcp};
+use super::jsonrpc::{self, Id, Message, code};
+use super::listing::LIST_TTL_MS;
+use super::primer::{self, Workspace};
+use super::protocol::{self, Revision};
+use super::session::{Session, agent_slug};
+use super::tools;
+use crate::pipeline::identity::{ANONYMOUS, DEFAULT_NAMESPACE, DEFAULT_ORG};
+
+/// The prompt and resource that carry the primer.
+const PROMPT: &str = "loom";
+const PRIMER_URI: &str = "loom://primer";
+
+/// Answers one message; `None` for notifications and client responses.
+pub async fn handle(
+    mcp: &Mcp,
+    conn: &mut Connection,
+    message: Message,
+    in_batch: bool,
+) -> Option<Value> {
+    match message {
+        Message::Notification { .. } | Message::Response => None,
+        Message::Invalid { id, reason } => Some(jsonrpc::error_response(
+            id.as_ref(),
+            code::INVALID_REQUEST,
+            &format!("invalid request: {reason}"),
+            None,
+        )),
+        Message::Request { id, method, params } => Some(
+            match request(mcp, conn, &id, &method, params, in_batch).await {
+                Ok(result) => jsonrpc::result_response(&id, result),
+                Err((code, message, data)) => {
+                    jsonrpc::error_response(Some(&id), code, &message, data)
+                }
+            },
+        ),
+    }
+}
+
+type RpcResult = Result<Value, (i64, String, Option<Value>)>;
+
+fn invalid_params(message: impl Into<String>) -> (i64, String, Option<Value>) {
+    (code::INVALID_PARAMS, message.into(), None)
+}
+
+async fn request(
+    mcp: &Mcp,
+    conn: &mut Connection,
+    id: &Id,
+    method: &str,
+    params: Value,
+    in_batch: bool,
+) -> RpcResult {
+    match method {
+        "initialize" if in_batch => Err((
+            code::INVALID_REQUEST,
+            "initialize cannot be batched".into(),
+            None,
+        )),
+        "initialize" => Ok(initialize(mcp, conn, &params)),
+        "ping" => Ok(json!({})),
+        "tools/list" => {
+            no_cursor(&params)?;
+            Ok((*mcp
+                .listings
+                .tools_list(&conn.listing, conn.profile, conn.revision))
+            .clone())
+        }
+        "tools/call" => tools::call(mcp, conn, id, params).await,
+        "prompts/list" => {
+            no_cursor(&params)?;
+            Ok(json!({
+                "prompts": [{
+                    "name": PROMPT,
+                    "description": "The Loom session primer: your workspace and how to use Loom's tools.",
+                }],
+                "ttlMs": LIST_TTL_MS,
+                "cacheScope": "public",
+            }))
+        }
+        "prompts/get" => {
+            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+            if name != PROMPT {
+                return Err(invalid_params(format!(
+                    "unknown prompt {name:?}; the only prompt is \"loom\""
+                )));
+            }
+            let text = primer_text(mcp, conn).await;
+            Ok(json!({
+                "description": "The Loom session primer.",
+                "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+            }))
+        }
+        "resources/list" => {
+            no_cursor(&params)?;
+            let mut resource = json!({
+                "uri": PRIMER_URI,
+                "name": "primer",
+                "description": "The Loom session primer: your workspace and how to use Loom's tools.",
+                "mimeType": "text/plain",
+            });
+            if conn.revision.has_structured_output() {
+                resource["title"] = "Loom session primer".into();
+            }
+            Ok(json!({"resources": [resource], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}))
+        }
+        "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
+        "resources/read" => {
+            let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
+            if uri != PRIMER_URI {
+                return Err((
+                    code::RESOURCE_NOT_FOUND,
+                    format!("resource not found: {uri}"),
+                    Some(json!({"uri": uri})),
+                ));
+            }
+            let text = primer_text(mcp, conn).await;
+            Ok(json!({"contents": [{"uri": PRIMER_URI, "mimeType": "text/plain", "text": text}]}))
+        }
+        "server/discover" => {
+            let instructions = primer_text(mcp, conn).await;
+            Ok(json!({
+                "supportedVersions": protocol::supported_strings(),
+                "capabilities": capabilities(),
+                "serverInfo": server_info(Revision::V2025_11_25),
+                "instructions": instructions,
+                "ttlMs": LIST_TTL_MS,
+                "cacheScope": "public",
+                "_meta": {"io.modelcontextprotocol/serverInfo": server_info(Revision::V2025_11_25)},
+            }))
+        }
+        other => Err((
+            code::METHOD_NOT_FOUND,
+            format!("method not found: {other}"),
+            None,
+        )),
+    }
+}
+
+/// Loom does not paginate: every list fits one page, so any cursor is one it never issued.
+fn no_cursor(params: &Value) -> Result<(), (i64, String, Option<Value>)> {
+    match params.get("cursor") {
+        None | Some(Value::Null) => Ok(()),
+        Some(_) => Err(invalid_params("invalid cursor: this list has one page")),
+    }
+}
+
+fn capabilities() -> Value {
+    json!({
+        "tools": {"listChanged": false},
+        "prompts": {"listChanged": false},
+        "resources": {"subscribe": false, "listChanged": false},
+    })
+}
+
+fn server_info(revision: Revision) -> Value {
+    let mut info = json!({"name": "loom", "version": env!("CARGO_PKG_VERSION")});
+    if revision.has_structured_output() {
+        info["title"] = "Loom".into();
+    }
+    if revision >= Revision::V2025_11_25 {
+        info["description"] = "Long-term, shared memory and context for AI agents.".into();
+    }
+    info
+}
+
+fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
+    let requested = params.get("protocolVersion").and_then(Value::as_str);
+    let revision = Revision::negotiate(requested);
+    let client = params.pointer("/clientInfo/name").and_then(Value::as_str);
+    let session = Session {
+        agent: agent_slug(client),
+        revision,
+        subject: conn.caller.as_ref().map(|c| c.subject.clone()),
+    };
+    let id = mcp.sessions.open(session.clone());
+    conn.session_id = Some(id);
+    conn.session = Some(session);
+    conn.revision = revision;
+    let instructions = primer::primer(
+        mcp.listings.registry(),
+        &conn.listing,
+        Some(&workspace(conn)),
+    );
+    json!({
+        "protocolVersion": revision.as_str(),
+        "capabilities": capabilities(),
+        "serverInfo": server_info(revision),
+        "instructions": instructions,
+    })
+}
+
+/// The caller's default workspace.
+pub fn workspace(conn: &Connection) -> Workspace {
+    let caller = conn.caller.as_ref();
+    let org = caller
+        .map(|c| c.org.as_str())
+        .filter(|o| *o != "*")
+        .unwrap_or(DEFAULT_ORG);
+    let namespace = caller
+        .and_then(|c| c.namespaces.iter().find(|n| *n != "*"))
+        .map_or(DEFAULT_NAMESPACE, String::as_str);
+    let agent = conn
+        .session
+        .as_ref()
+        .map(|s| s.agent.clone())
+        .unwrap_or_else(|| caller.map_or(ANONYMOUS.to_owned(), |c| c.subject.clone()));
+    Workspace {
+        org: org.into(),
+        namespace: namespace.into(),
+        agent,
+        profile: None,
+    }
+}
+
+/// The primer with the caller's workspace and profile.
+pub async fn primer_text(mcp: &Mcp, conn: &Connection) -> String {
+    let mut ws = workspace(conn);
+    ws.profile = tools::caller_profile(mcp, conn).await;
+    primer::primer(mcp.listings.registry(), &conn.listing, Some(&ws))
+}

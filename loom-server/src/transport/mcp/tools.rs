@@ -1,0 +1,433 @@
+//! `tools/call`: registry tools, the three synthetic tools, and how their
+//! answers are shaped. Every call runs the one pipeline
+//! ([`crate::pipeline::call`]): the same gates as `POST /v1/<op>`.
+
+use loom_core::render::{loom_op_routes, render_op_names};
+use loom_core::{ErrorCode, Listing, LoomError, Op, Transport, lean::lean};
+use serde_json::{Map, Value, json};
+
+use super::endpoint::{Connection, Mcp};
+use super::jsonrpc::{Id, code};
+use super::listing::{LOOM_ACTIVATE, LOOM_OP, LOOM_SEARCH, SEARCH_OP, lists};
+use super::methods::primer_text;
+use super::outcome::{fault_error, is_refusal, refusal_result, tool_result};
+use crate::pipeline::{self, CallRequest};
+
+type RpcResult = Result<Value, (i64, String, Option<Value>)>;
+
+/// How many ops `loom_op` help lists at most.
+pub const CATALOG_LIMIT: usize = 15;
+
+/// Answers a `tools/call`.
+pub async fn call(mcp: &Mcp, conn: &Connection, _id: &Id, params: Value) -> RpcResult {
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return Err((
+            code::INVALID_PARAMS,
+            "tools/call needs the tool's name".into(),
+            None,
+        ));
+    };
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v) => v.clone(),
+    };
+    let registry = mcp.listings.registry();
+    if conn.listing == Listing::Assistant {
+        return match registry
+            .by_tool_name(name)
+            .filter(|op| op.listed_on(&Listing::Assistant))
+        {
+            Some(op) => run(mcp, conn, op, args, Shape::Full).await,
+            None => Ok(refusal(
+                conn,
+                &LoomError::new(
+                    ErrorCode::UnknownOp,
+                    format!("no tool named '{name}' on this connection"),
+                )
+                .with_detail("tool", name),
+            )),
+        };
+    }
+    match name {
+        LOOM_SEARCH => search(mcp, conn, args).await,
+        LOOM_ACTIVATE => {
+            let text = primer_text(mcp, conn).await;
+            Ok(tool_result(json!({"primer": text}), None, conn.revision))
+        }
+        LOOM_OP => loom_op(mcp, conn, args).await,
+        _ => match registry
+            .by_tool_name(name)
+            .filter(|op| op.name != SEARCH_OP)
+        {
+            None => {
+                let tools: Vec<String> = registry
+                    .ops()
+                    .iter()
+                    .filter(|op| op.name != SEARCH_OP && op.mcp_hidden().is_none())
+                    .map(|op| op.tool_name.clone())
+                    .chain([LOOM_SEARCH, LOOM_ACTIVATE, LOOM_OP].map(String::from))
+                    .collect();
+                let suggestions = loom_core::closest(name, tools.iter().map(String::as_str), 3);
+                Err((
+                    code::INVALID_PARAMS,
+                    format!("unknown tool '{name}'"),
+                    Some(json!({"tool": name, "suggestions": suggestions})),
+                ))
+            }
+            Some(op) => match op.mcp_hidden() {
+                Some(instead) => Ok(refusal(conn, &not_on_mcp(op, instead, &conn.listing, mcp))),
+                None => run(mcp, conn, op, args, Shape::Lean).await,
+            },
+        },
+    }
+}
+
+fn not_on_mcp(op: &Op, instead: &str, listing: &Listing, mcp: &Mcp) -> LoomError {
+    let instead = render_op_names(instead, mcp.listings.registry(), listing);
+    LoomError::new(
+        ErrorCode::OpNotOnMcp,
+        format!("{} is not served over MCP: {instead}", op.name),
+    )
+    .with_detail("op", op.name.clone())
+    .with_detail("instead", instead)
+}
+
+fn refusal(conn: &Connection, err: &LoomError) -> Value {
+    refusal_result(err, conn.revision)
+}
+
+/// How a successful answer is shaped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// Lean unless the call asks `explain: true`.
+    Lean,
+    /// Always the full output (assistant).
+    Full,
+}
+
+/// Runs one registry op through the pipeline and shapes its answer.
+async fn run(
+    mcp: &Mcp,
+    conn: &Connection,
+    op: &'static Op,
+    args: Value,
+    shape: Shape,
+) -> RpcResult {
+    let (args, idempotency_key, explain) = match prepare(op, args) {
+        Ok(p) => p,
+        Err(e) => return Ok(refusal(conn, &e)),
+    };
+    let outcome = call_with_retry(mcp, conn, op, args, idempotency_key).await;
+    match outcome {
+        Ok(value) => {
+            let structured = if shape == Shape::Full || explain {
+                value
+            } else {
+                lean(&value)
+            };
+            Ok(tool_result(structured, None, conn.revision))
+        }
+        Err(e) => answer_error(conn, op, &e),
+    }
+}
+
+fn answer_error(conn: &Connection, op: &Op, e: &LoomError) -> RpcResult {
+    if is_refusal(e) {
+        Ok(refusal(conn, e))
+    } else {
+        let (code, message, data) = fault_error(e, &op.tool_name, &conn.request_id);
+        Err((code, message, Some(data)))
+    }
+}
+
+/// Takes the MCP-only keys out of the arguments: `_idempotency_key` /
+/// `idempotency_key` (MCP has no header for it) and, for an op whose input
+/// has no `explain`, the `explain` shaping flag.
+fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomError> {
+    let Value::Object(mut map) = args else {
+        return Err(LoomError::new(
+            ErrorCode::InvalidArguments,
+            format!(
+                "{}: invalid arguments.\narguments: Input should be an object [object_type]",
+                op.name
+            ),
+        ));
+    };
+    let mut key = None;
+    if op.meta.idempotent {
+        for name in ["_idempotency_key", "idempotency_key"] {
+            if let Some(v) = map.remove(name) {
+                match v {
+                    Value::String(s) => key = key.or(Some(s)),
+                    _ => {
+                        return Err(LoomError::new(
+                            ErrorCode::InvalidArguments,
+                            format!(
+                                "{}: invalid arguments.\n{name}: Input should be a string",
+                                op.name
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let declares_explain = op.input_schema.pointer("/properties/explain").is_some();
+    let explain = if declares_explain {
+        map.get("explain").and_then(Value::as_bool).unwrap_or(false)
+    } else {
+        map.remove("explain")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+    };
+    Ok((Value::Object(map), key, explain))
+}
+
+/// Runs the pipeline; a rate-limited call whose wait is at most
+/// `LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S` sleeps once and tries the same
+/// buckets again, since MCP clients do not retry.
+async fn call_with_retry(
+    mcp: &Mcp,
+    conn: &Connection,
+    op: &'static Op,
+    args: Value,
+    idempotency_key: Option<String>,
+) -> Result<Value, LoomError> {
+    let request = CallRequest {
+        op,
+        args,
+        caller: conn.caller.clone(),
+        transport: Transport::Mcp,
+        request_id: conn.request_id.clone(),
+        idempotency_key,
+        session_id: conn.session_id.clone(),
+        run_id: None,
+        default_agent: conn.session.as_ref().map(|s| s.agent.clone()),
+    };
+    let first = pipeline::call(&mcp.app, request.clone()).await.result;
+    let max_wait = mcp.app.config.mcp.ratelimit_retry_max_wait;
+    match first {
+        Err(e) if e.code() == ErrorCode::RateLimited && !max_wait.is_zero() => {
+            match e.retry_after() {
+                Some(wait) if wait <= max_wait => {
+                    tokio::time::sleep(wait).await;
+                    pipeline::call(&mcp.app, request).await.result
+                }
+                _ => Err(e),
+            }
+        }
+        other => other,
+    }
+}
+
+/// `loom_search`: `search.query` with lenient options and a text summary.
+async fn search(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
+    let Some(op) = mcp.listings.registry().get(SEARCH_OP) else {
+        return Ok(refusal(
+            conn,
+            &LoomError::new(
+                ErrorCode::UnknownOp,
+                "search is not available on this server",
+            ),
+        ));
+    };
+    let mut args = args;
+    if let Some(map) = args.as_object_mut() {
+        // Lenient: a top_k of the wrong shape or range is clamped, never refused.
+        if let Some(v) = map.remove("top_k") {
+            let n = match &v {
+                Value::Number(n) => n.as_f64(),
+                Value::String(s) => s.trim().parse::<f64>().ok(),
+                _ => None,
+            };
+            if let Some(n) = n.filter(|n| n.is_finite()) {
+                map.insert("top_k".into(), json!(n.round().clamp(1.0, 50.0) as i64));
+            }
+        }
+    }
+    let (args, key, explain) = match prepare(op, args) {
+        Ok(p) => p,
+        Err(e) => return Ok(refusal(conn, &e)),
+    };
+    match call_with_retry(mcp, conn, op, args, key).await {
+        Ok(value) => {
+            let summary = summarize(&value);
+            let structured = if explain { value } else { lean(&value) };
+            Ok(tool_result(structured, Some(summary), conn.revision))
+        }
+        Err(e) => answer_error(conn, op, &e),
+    }
+}
+
+/// "memory: 2 hits (deploy_window, release_train); profile: 0; …".
+fn summarize(results: &Value) -> String {
+    let mut parts = Vec::new();
+    for section in ["memory", "profile", "knowledge", "conversations"] {
+        let hits = results
+            .get(section)
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        let keys: Vec<&str> = hits
+            .iter()
+            .filter_map(|h| {
+                h.get("memory_key")
+                    .or_else(|| h.get("section"))
+                    .and_then(Value::as_str)
+            })
+            .take(5)
+            .collect();
+        if keys.is_empty() {
+            parts.push(format!("{section}: {}", hits.len()));
+        } else {
+            parts.push(format!("{section}: {} ({})", hits.len(), keys.join(", ")));
+        }
+    }
+    parts.join("; ")
+}
+
+/// `loom_op`: `{op, arguments}` runs an op the roster does not list;
+/// `{op: "help", query}` lists matching ops. Its own refusals carry their
+/// fields as JSON in the text.
+async fn loom_op(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
+    let registry = mcp.listings.registry();
+    let own_refusal = |e: LoomError| {
+        let mut r = refusal(conn, &e);
+        r["content"][0]["text"] = Value::String(Value::Object(e.body()).to_string());
+        Ok(r)
+    };
+    let Some(name) = args.get("op").and_then(Value::as_str) else {
+        return own_refusal(
+            LoomError::new(
+                ErrorCode::InvalidArguments,
+                "loom_op: invalid arguments. op: Field required [missing]",
+            )
+            .with_detail("required", vec!["op"])
+            .with_detail("optional", vec!["arguments", "query"])
+            .with_detail("example", json!({"op": "help", "query": "unpin a memory"})),
+        );
+    };
+    if name == "help" {
+        let query = args.get("query").and_then(Value::as_str).unwrap_or("");
+        return Ok(tool_result(
+            help(mcp, &conn.listing, query),
+            None,
+            conn.revision,
+        ));
+    }
+    let op = registry.get(name).or_else(|| registry.by_tool_name(name));
+    let Some(op) = op else {
+        return own_refusal(
+            LoomError::new(ErrorCode::UnknownOp, format!("no op named '{name}'"))
+                .with_detail("op", name)
+                .with_detail("suggestions", registry.suggest(name, 3))
+                .with_detail(
+                    "help",
+                    "call loom_op with {\"op\": \"help\", \"query\": \"<words>\"}",
+                ),
+        );
+    };
+    if let Some(instead) = op.mcp_hidden() {
+        return own_refusal(not_on_mcp(op, instead, &conn.listing, mcp));
+    }
+    if !loom_op_routes(op, &conn.listing) {
+        return own_refusal(
+            LoomError::new(
+                ErrorCode::OpNotOnMcp,
+                format!(
+                    "{} changes state; this read-only connection runs read ops only",
+                    op.name
+                ),
+            )
+            .with_detail("op", op.name.clone()),
+        );
+    }
+    let arguments = match args.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(v) => v.clone(),
+    };
+    if op.name == SEARCH_OP {
+        return search(mcp, conn, arguments).await;
+    }
+    run(mcp, conn, op, arguments, Shape::Lean).await
+}
+
+/// Up to [`CATALOG_LIMIT`] ops `loom_op` routes here that match `query`,
+/// best first, each with its required and optional arguments.
+fn help(mcp: &Mcp, listing: &Listing, query: &str) -> Value {
+    let registry = mcp.listings.registry();
+    let words: Vec<String> = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() > 1)
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let mut scored: Vec<(usize, &Op)> = registry
+        .ops()
+        .iter()
+        .filter(|op| loom_op_routes(op, listing) || lists(op, listing))
+        .map(|op| {
+            let haystack = format!("{} {}", op.name.replace(['.', '_'], " "), op.description)
+                .to_ascii_lowercase();
+            let name = op.name.to_ascii_lowercase();
+            let score = words
+                .iter()
+                .map(|w| {
+                    if name.contains(w.as_str()) {
+                        3
+                    } else {
+                        usize::from(haystack.contains(w.as_str()))
+                    }
+                })
+                .sum();
+            (score, op)
+        })
+        .filter(|(score, _)| words.is_empty() || *score > 0)
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.name.cmp(&b.1.name)));
+    let ops: Vec<Value> = scored
+        .into_iter()
+        .take(CATALOG_LIMIT)
+        .map(|(_, op)| {
+            let mut entry = json!({
+                "op": op.name,
+                "description": loom_core::schema::first_paragraph(&render_op_names(&op.description, registry, listing)),
+                "required": op.validator().required(),
+                "optional": op.validator().optional(),
+            });
+            if lists(op, listing) {
+                entry["tool"] = op.tool_name.clone().into();
+            }
+            entry
+        })
+        .collect();
+    json!({"query": query, "ops": ops, "limit": CATALOG_LIMIT})
+}
+
+/// The caller's profile for the primer, through the pipeline (`profile.get`),
+/// when the server has it and the caller may read it. The assistant's primer
+/// inlines no profile.
+pub async fn caller_profile(mcp: &Mcp, conn: &Connection) -> Option<Value> {
+    if conn.listing == Listing::Assistant || (!conn.authenticated && mcp.app.config.auth_required) {
+        return None;
+    }
+    let op = mcp.listings.registry().get("profile.get")?;
+    let outcome = pipeline::call(
+        &mcp.app,
+        CallRequest {
+            op,
+            args: json!({}),
+            caller: conn.caller.clone(),
+            transport: Transport::Mcp,
+            request_id: conn.request_id.clone(),
+            idempotency_key: None,
+            session_id: conn.session_id.clone(),
+            run_id: None,
+            default_agent: conn.session.as_ref().map(|s| s.agent.clone()),
+        },
+    )
+    .await;
+    outcome
+        .result
+        .ok()
+        .map(|v| lean(&v))
+        .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+}

@@ -1,0 +1,614 @@
+//! MCP at `/mcp` end to end, over a real socket, on every backend.
+
+use loom_core::Role;
+use loom_server::Config;
+use loom_tests::{McpClient, TestServer, servers};
+use serde_json::{Value, json};
+
+fn generous(c: &mut Config) {
+    c.rate_read_per_min = 100_000;
+    c.rate_write_per_min = 100_000;
+    c.rate_heavy_per_min = 100_000;
+}
+
+fn admin(t: &TestServer) -> String {
+    t.token("default", "ana", Role::Admin, &[])
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn initialize_negotiates_and_assigns_a_session() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        let a = c.initialize("Cursor", "2025-06-18").await;
+        assert_eq!(a.status, 200, "{}", a.text);
+        assert_eq!(a.body["result"]["protocolVersion"], "2025-06-18");
+        assert_eq!(a.body["result"]["serverInfo"]["name"], "loom");
+        assert!(a.body["result"]["capabilities"]["tools"].is_object());
+        let instructions = a.body["result"]["instructions"].as_str().unwrap();
+        assert!(
+            instructions.contains("loom_search") && instructions.contains("loom_memory_set"),
+            "{instructions}"
+        );
+        assert!(instructions.contains("agent cursor"), "{instructions}");
+        let sid = c.session.clone().expect("session id");
+        assert!(sid.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+        // every later answer echoes it
+        let ping = c.request("ping", json!({})).await;
+        assert_eq!(ping.body["result"], json!({}));
+        assert_eq!(ping.header("mcp-session-id"), Some(sid.as_str()));
+        // an unserved revision gets the newest
+        let mut d = McpClient::new(&t, Some(&token), "");
+        let a = d.initialize("x", "1999-01-01").await;
+        assert_eq!(a.body["result"]["protocolVersion"], "2025-11-25");
+        // notifications: 202, no body
+        let n = c
+            .raw(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        assert_eq!((n.status, n.text.as_str()), (202, ""));
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn framing_batches_and_methods() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let c = McpClient::new(&t, Some(&token), "");
+        let batch = c
+            .raw(json!([
+                {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": "two", "method": "tools/list"},
+                {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {}},
+                {"jsonrpc": "2.0", "id": 4, "method": "no/such"}
+            ]))
+            .await;
+        assert_eq!(batch.status, 200);
+        let answers = batch.body.as_array().unwrap();
+        assert_eq!(answers.len(), 4, "one answer per request: {answers:?}");
+        let by_id = |id: Value| answers.iter().find(|a| a["id"] == id).unwrap().clone();
+        assert_eq!(by_id(json!(1))["result"], json!({}));
+        assert!(by_id(json!("two"))["result"]["tools"].is_array());
+        assert_eq!(
+            by_id(json!(3))["error"]["code"],
+            -32600,
+            "initialize cannot be batched"
+        );
+        assert_eq!(by_id(json!(4))["error"]["code"], -32601);
+        let only_notes = c
+            .raw(json!([{"jsonrpc": "2.0", "method": "notifications/initialized"}]))
+            .await;
+        assert_eq!(only_notes.status, 202);
+        for body in [
+            json!([]),
+            Value::Array(vec![
+                json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+                65
+            ]),
+        ] {
+            let a = c.raw(body).await;
+            assert_eq!(
+                (a.status, a.body["error"]["code"].as_i64()),
+                (200, Some(-32600))
+            );
+            assert!(a.body.get("id").is_none());
+        }
+        let a = t
+            .send(
+                c.post()
+                    .header("content-type", "application/json")
+                    .body("{not json"),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.body["error"]["code"].as_i64()),
+            (200, Some(-32700))
+        );
+        assert!(a.body.get("id").is_none());
+        let a = c
+            .raw(json!({"jsonrpc": "2.0", "id": null, "method": "ping"}))
+            .await;
+        assert_eq!(a.body["error"]["code"], -32600);
+        // lists carry cache hints; a cursor Loom never issued is invalid
+        let p = c.request("prompts/list", json!({})).await;
+        assert_eq!(p.body["result"]["prompts"][0]["name"], "loom");
+        assert!(p.body["result"]["ttlMs"].is_u64() && p.body["result"]["cacheScope"].is_string());
+        let bad = c.request("tools/list", json!({"cursor": "zzz"})).await;
+        assert_eq!(bad.body["error"]["code"], -32602);
+        let g = c.request("prompts/get", json!({"name": "loom"})).await;
+        assert!(
+            g.body["result"]["messages"][0]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Loom")
+        );
+        assert_eq!(
+            c.request("prompts/get", json!({"name": "x"})).await.body["error"]["code"],
+            -32602
+        );
+        let r = c.request("resources/list", json!({})).await;
+        assert_eq!(r.body["result"]["resources"][0]["uri"], "loom://primer");
+        let r = c
+            .request("resources/read", json!({"uri": "loom://primer"}))
+            .await;
+        assert!(
+            r.body["result"]["contents"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("loom_search")
+        );
+        let r = c
+            .request("resources/read", json!({"uri": "loom://nope"}))
+            .await;
+        assert_eq!(
+            (
+                r.body["error"]["code"].as_i64(),
+                r.body["error"]["data"]["uri"].as_str()
+            ),
+            (Some(-32002), Some("loom://nope"))
+        );
+        let d = c.request("server/discover", json!({})).await;
+        assert_eq!(d.body["result"]["supportedVersions"][0], "2025-11-25");
+        assert_eq!(d.body["result"]["serverInfo"]["name"], "loom");
+        assert!(d.body["result"]["instructions"].is_string());
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn protocol_header_host_origin_and_session_checks() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        // an unserved MCP-Protocol-Version is refused before session or method checks
+        let a = t
+            .send(
+                t.client
+                    .post(c.url())
+                    .bearer_auth(&token)
+                    .header("mcp-protocol-version", "2026-07-28")
+                    .header("mcp-session-id", "nope")
+                    .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {}}})),
+            )
+            .await;
+        assert_eq!(a.status, 400);
+        assert_eq!(a.body["error"]["code"], -32022);
+        assert_eq!(a.body["error"]["data"]["requested"], "2026-07-28");
+        assert!(
+            a.body["error"]["data"]["supported"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("2024-11-05"))
+        );
+        // a foreign Origin or Host is 403 even with a valid token
+        let a = t
+            .send(
+                c.post()
+                    .header("origin", "http://evil.example.com")
+                    .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+            )
+            .await;
+        assert_eq!(a.status, 403);
+        let a = t
+            .send(
+                c.post()
+                    .header("host", "evil.example.com")
+                    .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+            )
+            .await;
+        assert_eq!(a.status, 403);
+        let a = t
+            .send(
+                c.post()
+                    .header("origin", "http://localhost:5173")
+                    .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+            )
+            .await;
+        assert_eq!(a.status, 200);
+        // sessions end with DELETE; the dead id is 404 afterwards
+        c.initialize("claude-code", "2025-11-25").await;
+        let sid = c.session.clone().unwrap();
+        let del = t
+            .send(
+                t.client
+                    .delete(c.url())
+                    .bearer_auth(&token)
+                    .header("mcp-session-id", &sid),
+            )
+            .await;
+        assert_eq!(del.status, 204);
+        let after = c.request("ping", json!({})).await;
+        assert_eq!(after.status, 404);
+        let del = t
+            .send(
+                t.client
+                    .delete(c.url())
+                    .bearer_auth(&token)
+                    .header("mcp-session-id", &sid),
+            )
+            .await;
+        assert_eq!(del.status, 404);
+        let get = t.send(t.client.get(c.url()).bearer_auth(&token)).await;
+        assert_eq!(get.status, 405);
+        // a session belongs to the principal that opened it
+        let mut mine = McpClient::new(&t, Some(&token), "");
+        mine.initialize("x", "2025-11-25").await;
+        let other = t.token("default", "bob", Role::Admin, &[]);
+        let mut theirs = McpClient::new(&t, Some(&other), "");
+        theirs.session = mine.session.clone();
+        assert_eq!(theirs.request("ping", json!({})).await.status, 404);
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn bearer_rules_per_auth_mode() {
+    for t in servers(generous).await {
+        let c = McpClient::new(&t, None, "");
+        let a = c.request("tools/list", json!({})).await;
+        assert_eq!(a.status, 401);
+        assert_eq!(a.header("www-authenticate"), Some("Bearer realm=\"loom\""));
+        let bad = McpClient::new(&t, Some("not-a-token"), "");
+        let a = bad.request("ping", json!({})).await;
+        assert_eq!(a.status, 401);
+        assert!(
+            a.header("www-authenticate")
+                .unwrap()
+                .contains("error=\"invalid_token\"")
+        );
+        // a token in the URL is ignored
+        let token = admin(&t);
+        let q = McpClient::new(&t, None, &format!("token={token}"));
+        assert_eq!(q.request("ping", json!({})).await.status, 401);
+        // notifications need no bearer
+        assert_eq!(
+            c.raw(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                .await
+                .status,
+            202
+        );
+        t.server.shutdown().await;
+    }
+    for t in servers(|c| {
+        generous(c);
+        c.mcp.auth_mode = loom_server::transport::mcp::config::AuthMode::DiscoveryOnly;
+    })
+    .await
+    {
+        let c = McpClient::new(&t, None, "");
+        assert_eq!(c.request("tools/list", json!({})).await.status, 200);
+        assert_eq!(
+            c.request("tools/call", json!({"name": "loom_ops_capabilities"}))
+                .await
+                .status,
+            401
+        );
+        t.server.shutdown().await;
+    }
+    for t in servers(|c| {
+        generous(c);
+        c.mcp.auth_mode = loom_server::transport::mcp::config::AuthMode::Open;
+    })
+    .await
+    {
+        let c = McpClient::new(&t, Some("garbage"), "");
+        let r = c.call("loom_ops_capabilities", json!({})).await;
+        assert_eq!(r["isError"], false, "{r}");
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn listings_follow_toolset_and_profile() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let core = McpClient::new(&t, Some(&token), "");
+        let list = core.request("tools/list", json!({})).await.body["result"].clone();
+        let n = names(&list);
+        for want in [
+            "loom_memory_set",
+            "loom_memory_get",
+            "loom_memory_apply",
+            "loom_context_pack",
+            "loom_search",
+            "loom_activate",
+            "loom_op",
+        ] {
+            assert!(n.contains(&want.to_owned()), "{want} in {n:?}");
+        }
+        assert!(
+            !n.contains(&"loom_memory_search".to_owned())
+                && !n.contains(&"loom_search_query".to_owned())
+        );
+        assert!(!n.contains(&"loom_memory_unpin".to_owned()), "not on core");
+        let get = list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "loom_memory_get")
+            .unwrap()
+            .clone();
+        assert_eq!(get["annotations"]["readOnlyHint"], true);
+        assert!(get.get("outputSchema").is_none());
+        assert!(
+            get["inputSchema"]["properties"].get("agent").is_none(),
+            "server-filled fields are not listed"
+        );
+        let typo = McpClient::new(&t, Some(&token), "toolset=corr");
+        assert_eq!(
+            names(&typo.request("tools/list", json!({})).await.body["result"]),
+            n,
+            "unknown toolset falls back"
+        );
+        let union = McpClient::new(
+            &t,
+            Some(&token),
+            "toolset=atomic+coding&schema_profile=full",
+        );
+        let ul = union.request("tools/list", json!({})).await.body["result"].clone();
+        let un = names(&ul);
+        assert!(
+            un.contains(&"loom_run_begin".to_owned())
+                && un.contains(&"loom_working_memory_set".to_owned())
+        );
+        assert!(
+            ul["tools"][0].get("outputSchema").is_some(),
+            "full profile adds outputSchema"
+        );
+        let assistant = McpClient::new(&t, Some(&token), "toolset=assistant");
+        let an = names(&assistant.request("tools/list", json!({})).await.body["result"]);
+        assert!(an.contains(&"loom_memory_search".to_owned()));
+        assert!(!an.contains(&"loom_op".to_owned()) && !an.contains(&"loom_search".to_owned()));
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn calls_write_read_and_shape_results() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("Cursor", "2025-11-25").await;
+        let set = c
+            .call(
+                "loom_memory_set",
+                json!({"memory_key": "deploy_window", "content": "Fridays 14:00 UTC"}),
+            )
+            .await;
+        assert_eq!(set["isError"], false, "{set}");
+        assert_eq!(set["structuredContent"]["version"], 1);
+        let text: Value =
+            serde_json::from_str(set["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            text, set["structuredContent"],
+            "content[0].text holds the same lean result"
+        );
+        let get = c
+            .call("loom_memory_get", json!({"memory_key": "deploy_window"}))
+            .await;
+        assert_eq!(get["structuredContent"]["content"], "Fridays 14:00 UTC");
+        assert_eq!(
+            get["structuredContent"]["agent"], "cursor",
+            "the client's name is the agent"
+        );
+        // idempotency over MCP: _idempotency_key replays without a second write
+        let args = json!({"memory_key": "k2", "content": "v1", "_idempotency_key": "abc-1"});
+        let first = c.call("loom_memory_set", args.clone()).await;
+        let again = c.call("loom_memory_set", args).await;
+        assert_eq!(first["structuredContent"], again["structuredContent"]);
+        let versions = t
+            .count("SELECT COUNT(*) FROM memory_versions WHERE memory_key = 'k2'")
+            .await;
+        assert_eq!(versions, 1, "{}", t.name());
+        // loom_search: four sections and a summary beside the lean result
+        let s = c
+            .call(
+                "loom_search",
+                json!({"query": "deploy window", "top_k": 500}),
+            )
+            .await;
+        assert_eq!(s["isError"], false, "{s}");
+        for section in ["memory", "profile", "knowledge", "conversations"] {
+            assert!(s["structuredContent"][section].is_array(), "{section}: {s}");
+        }
+        assert_eq!(
+            s["structuredContent"]["memory"][0]["memory_key"],
+            "deploy_window"
+        );
+        assert!(
+            s["content"][1]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("memory: 1 (deploy_window)")
+        );
+        // loom_op runs what core does not list, and helps find it
+        let help = c
+            .call("loom_op", json!({"op": "help", "query": "unpin"}))
+            .await;
+        let ops = help["structuredContent"]["ops"].as_array().unwrap();
+        assert!(ops.len() <= 15 && ops[0]["op"] == "memory.unpin", "{help}");
+        assert_eq!(ops[0]["required"], json!(["memory_key"]));
+        c.call("loom_memory_pin", json!({"memory_key": "deploy_window"}))
+            .await;
+        let unpin = c
+            .call(
+                "loom_op",
+                json!({"op": "memory.unpin", "arguments": {"memory_key": "deploy_window"}}),
+            )
+            .await;
+        assert_eq!(unpin["isError"], false, "{unpin}");
+        let activate = c.call("loom_activate", json!({})).await;
+        assert!(
+            activate["structuredContent"]["primer"]
+                .as_str()
+                .unwrap()
+                .contains("Default workspace: org default")
+        );
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn errors_are_results_the_model_can_act_on() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let c = McpClient::new(&t, Some(&token), "");
+        let r = c
+            .call("loom_memory_get", json!({"key": "deploy_window"}))
+            .await;
+        assert_eq!(r["isError"], true);
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("memory.get: invalid arguments.\nmemory_key: Field required [missing]\nunknown 'key' — did you mean 'memory_key'?"), "{text}");
+        assert!(
+            text.ends_with("(validation: fix the arguments before retrying)"),
+            "{text}"
+        );
+        let s = &r["structuredContent"];
+        assert_eq!(s["unknown"], json!({"key": "memory_key"}));
+        assert_eq!(s["op"], "memory.get");
+        assert!(s["example"]["memory_key"].is_string());
+        // a near-miss key on a write is refused, nothing written
+        let r = c
+            .call(
+                "loom_memory_set",
+                json!({"memory_key": "x", "contnet": "y"}),
+            )
+            .await;
+        assert_eq!(r["structuredContent"]["code"], "UNKNOWN_ARGUMENT", "{r}");
+        assert_eq!(t.count("SELECT COUNT(*) FROM memories").await, 0);
+        // hidden ops are not served; search.query is only loom_search
+        let r = c.call("loom_memory_search", json!({"query": "x"})).await;
+        assert_eq!(r["structuredContent"]["code"], "OP_NOT_ON_MCP");
+        assert!(
+            r["structuredContent"]["instead"]
+                .as_str()
+                .unwrap()
+                .contains("loom_search")
+        );
+        let r = c
+            .request(
+                "tools/call",
+                json!({"name": "loom_search_query", "arguments": {"query": "x"}}),
+            )
+            .await;
+        assert_eq!(r.body["error"]["code"], -32602);
+        // access refusals carry status, category and the class in words
+        let viewer = t.token("default", "vic", Role::Viewer, &[]);
+        let v = McpClient::new(&t, Some(&viewer), "");
+        let r = v
+            .call(
+                "loom_memory_set",
+                json!({"memory_key": "a", "content": "b"}),
+            )
+            .await;
+        assert_eq!(r["isError"], true);
+        assert_eq!(r["structuredContent"]["code"], "AUTH_INSUFFICIENT");
+        assert_eq!(r["structuredContent"]["status"], 403);
+        assert_eq!(r["structuredContent"]["category"], "auth");
+        assert_eq!(r["structuredContent"]["required_role"], "writer");
+        assert!(
+            r["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .ends_with("(auth: do not retry unchanged)")
+        );
+        // readonly: loom_op routes reads only; assistant: only its reads
+        let ro = McpClient::new(&t, Some(&token), "toolset=readonly");
+        let r = ro
+            .call(
+                "loom_op",
+                json!({"op": "memory.delete", "arguments": {"memory_key": "a"}}),
+            )
+            .await;
+        assert_eq!(r["isError"], true, "{r}");
+        let text: Value = serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            text["code"], "OP_NOT_ON_MCP",
+            "loom_op's refusals are JSON text"
+        );
+        let asst = McpClient::new(&t, Some(&token), "toolset=assistant");
+        for tool in ["loom_memory_set", "loom_op", "loom_search"] {
+            let r = asst.call(tool, json!({})).await;
+            assert_eq!(r["structuredContent"]["code"], "UNKNOWN_OP", "{tool}: {r}");
+        }
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn rate_limited_calls_refuse_with_the_wait() {
+    for t in servers(|c| {
+        generous(c);
+        c.rate_write_per_min = 1;
+        c.mcp.ratelimit_retry_max_wait = std::time::Duration::ZERO;
+    })
+    .await
+    {
+        let token = admin(&t);
+        let c = McpClient::new(&t, Some(&token), "");
+        let first = c
+            .call(
+                "loom_memory_set",
+                json!({"memory_key": "a", "content": "b"}),
+            )
+            .await;
+        assert_eq!(first["isError"], false);
+        let second = c
+            .call(
+                "loom_memory_set",
+                json!({"memory_key": "a", "content": "c"}),
+            )
+            .await;
+        assert_eq!(second["structuredContent"]["code"], "RATE_LIMITED");
+        assert!(
+            second["structuredContent"]["retry_after_s"]
+                .as_u64()
+                .unwrap()
+                >= 1
+        );
+        assert!(
+            second["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .ends_with("(rate limit: retry after the wait)")
+        );
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn older_revisions_get_only_the_fields_they_know() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let mut c = McpClient::new(&t, Some(&token), "schema_profile=full");
+        c.initialize("old", "2024-11-05").await;
+        let list = c.request("tools/list", json!({})).await.body["result"].clone();
+        for tool in list["tools"].as_array().unwrap() {
+            assert!(
+                tool.get("annotations").is_none()
+                    && tool.get("outputSchema").is_none()
+                    && tool.get("title").is_none(),
+                "{tool}"
+            );
+        }
+        let r = c.call("loom_ops_capabilities", json!({})).await;
+        assert!(r.get("structuredContent").is_none());
+        assert!(
+            r["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("ops.capabilities")
+        );
+        t.server.shutdown().await;
+    }
+}
