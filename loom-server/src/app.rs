@@ -67,6 +67,9 @@ impl App {
         let keys = JwtKeys::load(&store, &config).await?;
         let mut services = Services::new();
         services.insert(store.clone());
+        services.insert(loom_ops::search::SearchSettings {
+            fan_out: config.search_fan_out,
+        });
         let limiter: Arc<dyn RateLimiter> = Arc::new(InProcessLimiter::new(&config));
         let ledger = Ledger::start(Arc::new(store.clone()));
         Ok(Arc::new(App {

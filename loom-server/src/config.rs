@@ -59,6 +59,11 @@ pub struct Config {
     pub load_revocations: bool,
     /// The MCP transport's `LOOM_MCP_*` settings.
     pub mcp: crate::transport::mcp::config::McpConfig,
+    /// `LOOM_SEARCH_FANOUT` (5): the most namespaces one `loom_search` reads.
+    pub search_fan_out: usize,
+    /// `LOOM_WORKERS` (true): run background workers (the MCP session-run
+    /// sweep). A deployment where no replica runs them keeps idle runs open.
+    pub workers: bool,
 }
 
 fn parse<T: std::str::FromStr>(name: &str, raw: &str, expected: &str) -> Result<T, String> {
@@ -118,6 +123,8 @@ impl Default for Config {
             log_json: false,
             load_revocations: true,
             mcp: Default::default(),
+            workers: true,
+            search_fan_out: loom_ops::search::FAN_OUT,
         }
     }
 }
@@ -225,6 +232,12 @@ impl Config {
             c.shutdown_grace = seconds("LOOM_SHUTDOWN_GRACE_SECS", v)?;
         }
         c.mcp = crate::transport::mcp::config::McpConfig::from_vars(vars)?;
+        if let Some(v) = get("LOOM_SEARCH_FANOUT") {
+            c.search_fan_out = positive("LOOM_SEARCH_FANOUT", v)? as usize;
+        }
+        if let Some(v) = get("LOOM_WORKERS") {
+            c.workers = parse_bool("LOOM_WORKERS", v)?;
+        }
         if let Some(v) = get("LOOM_LOG") {
             c.log_filter = v.trim().to_owned();
         }

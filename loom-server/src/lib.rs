@@ -14,6 +14,7 @@ pub mod config;
 pub mod pipeline;
 pub mod tokens;
 pub mod transport;
+pub mod workers;
 
 pub use app::{App, RunningServer, spawn};
 pub use config::Config;

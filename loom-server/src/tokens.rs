@@ -206,6 +206,9 @@ pub struct MintSpec {
 pub struct Revocations {
     loaded: AtomicBool,
     jtis: RwLock<HashSet<String>>,
+    // Held across a reload's read and its swap, so a slower reload that read
+    // an older snapshot can never overwrite a newer one.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 impl Revocations {
@@ -229,6 +232,7 @@ impl Revocations {
 
     /// Reloads the list from the store.
     pub async fn refresh(&self, store: &Store) -> Result<usize, loom_core::LoomError> {
+        let _one_at_a_time = self.reloading.lock().await;
         let jtis: HashSet<String> = store.revoked_jtis().await?.into_iter().collect();
         let n = jtis.len();
         *self

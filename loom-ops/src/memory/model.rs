@@ -184,6 +184,9 @@ pub struct MemoryGot {
     /// Source.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The run the served version was written in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     /// The version served.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,

@@ -23,6 +23,7 @@ pub const FIELDS: &[&str] = &[
     "labels",
     "source",
     "version",
+    "run_id",
     "pinned",
     "locked",
     "expires_at",
@@ -46,6 +47,7 @@ fn got_from_row(row: &Row) -> MemoryGot {
         labels: Some(m.labels),
         source: Some(m.source),
         version: Some(m.version),
+        run_id: None,
         pinned: Some(m.pinned),
         locked: Some(m.locked),
         expires_at: m.expires_at,
@@ -68,6 +70,7 @@ fn got_from_version(cx: &OpCx, key: &str, agent: &str, v: &VersionRow) -> Memory
         labels: Some(labels_from_json(&v.labels)),
         source: Some(v.source.clone()),
         version: Some(v.version),
+        run_id: v.run_id.clone(),
         pinned: Some(v.pinned != 0),
         locked: Some(v.locked != 0),
         expires_at: v.expires_ms.map(rfc3339),
@@ -86,6 +89,7 @@ fn keep_fields(got: &mut MemoryGot, fields: &[String]) {
         ($($f:ident),*) => { $( if !keep(stringify!($f)) { got.$f = None; } )* };
     }
     drop_unless!(
+        run_id,
         namespace,
         agent,
         content,
@@ -176,6 +180,7 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
         row.recall_count += 1;
         row.last_recall_ms = Some(now);
         let mut got = got_from_row(&row);
+        got.run_id = sql::version_run(tx.conn(), cx, &row).await?;
         if input.include_recall_breakdown == Some(true) {
             let by_agent = sql::exposures_by_agent(tx.conn(), &row).await?;
             got.recall_breakdown = Some(RecallBreakdown {

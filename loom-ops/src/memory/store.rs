@@ -433,6 +433,27 @@ pub async fn record_exposure(
     Ok(())
 }
 
+/// The run the current version of `row` was written in.
+pub async fn version_run(
+    conn: &mut AnyConnection,
+    _cx: &OpCx,
+    row: &Row,
+) -> OpResult<Option<String>> {
+    let found: Option<(Option<String>,)> = sqlx::query_as(
+        "SELECT run_id FROM memory_versions \
+         WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $5",
+    )
+    .bind(&row.org)
+    .bind(&row.namespace)
+    .bind(&row.agent)
+    .bind(&row.memory_key)
+    .bind(row.version)
+    .fetch_optional(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(found.and_then(|(r,)| r))
+}
+
 /// Exposure counts of `row` per calling agent, most first.
 pub async fn exposures_by_agent(
     conn: &mut AnyConnection,

@@ -6,7 +6,7 @@ pub mod store;
 
 use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
 
-use self::model::{Run, RunBegin, RunComplete, RunDetail, RunGet};
+use self::model::{Run, RunBegin, RunComplete, RunDetail, RunGet, RunList, Runs};
 use crate::memory::validate;
 use crate::scope::require_namespace;
 use crate::store::{Store, db_error, now_ms};
@@ -39,6 +39,8 @@ async fn begin(cx: &OpCx, input: RunBegin) -> OpResult<Run> {
         summary: String::new(),
         started_ms: now_ms(),
         completed_ms: None,
+        session_id: None,
+        close_reason: None,
     };
     if !store::insert(tx.conn(), cx, &row).await? {
         let existing = store::get(tx.conn(), cx, &run_id).await?;
@@ -109,5 +111,39 @@ async fn get(cx: &OpCx, input: RunGet) -> OpResult<RunDetail> {
         run: row.to_run(false),
         working_memory: store::notes(&mut conn, cx, &input.run_id).await?,
         changes: store::changes(&mut conn, cx, &input.run_id).await?,
+        calls: store::calls(&mut conn, cx, &input.run_id).await?,
+    })
+}
+
+/// Lists the namespace's runs, newest first: explicit runs and MCP
+/// sessions' implicit ones, with their status (open or ended), when they
+/// began and ended, why a session's run closed, and its session. Read one
+/// run's calls and changes with run.get.
+#[loom_op(role = "viewer", idempotent, run_scoped = false)]
+async fn list(cx: &OpCx, input: RunList) -> OpResult<Runs> {
+    let limit = input.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(validate::invalid(
+            "limit",
+            "limit must be between 1 and 500",
+        ));
+    }
+    if let Some(status) = input.status.as_deref()
+        && !matches!(
+            status,
+            "open" | "succeeded" | "failed" | "abandoned" | "closed"
+        )
+    {
+        return Err(validate::invalid(
+            "status",
+            "status must be open, succeeded, failed, abandoned or closed",
+        ));
+    }
+    let store = cx.service::<Store>()?;
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    require_namespace(&mut conn, cx).await?;
+    let rows = store::list(&mut conn, cx, input.status.as_deref(), limit).await?;
+    Ok(Runs {
+        runs: rows.iter().map(|r| r.to_run(false)).collect(),
     })
 }

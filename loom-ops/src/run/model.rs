@@ -67,7 +67,7 @@ pub struct Run {
     pub agent: String,
     /// What it is for.
     pub goal: String,
-    /// open, succeeded, failed or abandoned.
+    /// open, succeeded, failed, abandoned, or closed (an MCP session's run).
     pub status: String,
     /// What came of it.
     pub summary: String,
@@ -76,8 +76,31 @@ pub struct Run {
     /// Ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<String>,
+    /// The MCP session whose implicit run this is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Why a session's run closed: session_ended or idle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub close_reason: Option<String>,
     /// False when the call found the run already in that state.
     pub changed: bool,
+}
+
+/// One call made under a run (an `agent_events` row).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct RunCall {
+    /// The op.
+    pub op: String,
+    /// http or mcp.
+    pub transport: String,
+    /// ok, or the refusal's code.
+    pub outcome: String,
+    /// The request id.
+    pub request_id: String,
+    /// The agent.
+    pub agent: String,
+    /// When.
+    pub at: String,
 }
 
 /// Arguments of `run.get`.
@@ -114,4 +137,25 @@ pub struct RunDetail {
     pub working_memory: Vec<crate::working_memory::model::WorkingMemory>,
     /// The memory changes made in it, oldest first (at most 200).
     pub changes: Vec<RunChange>,
+    /// The calls made under it (its ledger rows), oldest first (at most 500).
+    pub calls: Vec<RunCall>,
+}
+
+/// Arguments of `run.list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunList {
+    /// Only runs in this status: open, succeeded, failed, abandoned or closed.
+    pub status: Option<String>,
+    /// At most this many (1-500, default 50).
+    pub limit: Option<i64>,
+    /// The namespace (default: the caller's).
+    pub namespace: Option<String>,
+}
+
+/// Runs, newest first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Runs {
+    /// The runs.
+    pub runs: Vec<Run>,
 }

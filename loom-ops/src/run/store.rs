@@ -17,9 +17,11 @@ pub struct Row {
     pub summary: String,
     pub started_ms: i64,
     pub completed_ms: Option<i64>,
+    pub session_id: Option<String>,
+    pub close_reason: Option<String>,
 }
 
-const COLUMNS: &str = "run_id, namespace, agent, goal, status, summary, started_ms, completed_ms";
+const COLUMNS: &str = "run_id, namespace, agent, goal, status, summary, started_ms, completed_ms, session_id, close_reason";
 
 impl Row {
     /// The API shape.
@@ -33,6 +35,8 @@ impl Row {
             summary: self.summary.clone(),
             started_at: rfc3339(self.started_ms),
             completed_at: self.completed_ms.map(rfc3339),
+            session_id: self.session_id.clone(),
+            close_reason: self.close_reason.clone(),
             changed,
         }
     }
@@ -166,4 +170,54 @@ pub async fn changes(
             },
         )
         .collect())
+}
+
+/// The calls made under a run (its `agent_events` rows), oldest first, at most 500.
+pub async fn calls(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    run_id: &str,
+) -> OpResult<Vec<super::model::RunCall>> {
+    let rows: Vec<(String, String, String, String, i64, String)> = sqlx::query_as(
+        "SELECT op, transport, outcome, request_id, at_ms, agent FROM agent_events \
+         WHERE org = $1 AND run_id = $2 ORDER BY at_ms, id LIMIT 500",
+    )
+    .bind(&cx.scope.org)
+    .bind(run_id)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(op, transport, outcome, request_id, at_ms, agent)| super::model::RunCall {
+                op,
+                transport,
+                outcome,
+                request_id,
+                agent,
+                at: rfc3339(at_ms),
+            },
+        )
+        .collect())
+}
+
+/// The namespace's runs, newest first, optionally of one status.
+pub async fn list(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    status: Option<&str>,
+    limit: i64,
+) -> OpResult<Vec<Row>> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 AND ($3 = '' OR status = $3) \
+         ORDER BY started_ms DESC, run_id LIMIT $4"
+    ))
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(status.unwrap_or(""))
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)
 }

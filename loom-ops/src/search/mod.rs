@@ -13,31 +13,40 @@ use crate::store::{Store, db_error, now_ms};
 
 /// The hits per section when top_k is not given.
 const DEFAULT_TOP_K: i64 = 10;
-/// The most namespaces one search reads.
+/// The most namespaces one search reads unless the server says otherwise.
 pub const FAN_OUT: usize = 5;
 
-/// The namespaces a search reads: the call's, then the other memory-kind
-/// (memory, personal) namespaces the caller's token names, up to [`FAN_OUT`].
+/// How wide a search reads, set by the server (`LOOM_SEARCH_FANOUT`).
+#[derive(Clone, Copy, Debug)]
+pub struct SearchSettings {
+    /// The most namespaces one search reads (the caller's included).
+    pub fan_out: usize,
+}
+
+/// The namespaces a search reads: the call's, then the caller's other
+/// memory-kind (memory, personal) namespaces — those its token names, or,
+/// for a token that names none (it reaches its whole org), the org's — in
+/// name order, up to the fan-out cap.
 async fn namespaces(conn: &mut sqlx::AnyConnection, cx: &OpCx) -> OpResult<Vec<String>> {
+    let fan_out = cx
+        .services()
+        .get::<SearchSettings>()
+        .map_or(FAN_OUT, |s| s.fan_out.max(1));
     let mut out = vec![cx.scope.namespace.clone()];
-    let mut named = cx.caller.namespaces.clone();
-    named.sort();
-    named.dedup();
-    for ns in named {
-        if out.len() == FAN_OUT {
+    let memory_kind: Vec<(String,)> = sqlx::query_as(
+        "SELECT namespace FROM namespaces WHERE org = $1 AND kind IN ('memory', 'personal') ORDER BY namespace",
+    )
+    .bind(&cx.scope.org)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    let reachable =
+        |ns: &str| cx.caller.namespaces.is_empty() || cx.caller.namespaces.iter().any(|n| n == ns);
+    for (ns,) in memory_kind {
+        if out.len() >= fan_out {
             break;
         }
-        if out.contains(&ns) {
-            continue;
-        }
-        let kind: Option<(String,)> =
-            sqlx::query_as("SELECT kind FROM namespaces WHERE org = $1 AND namespace = $2")
-                .bind(&cx.scope.org)
-                .bind(&ns)
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(db_error)?;
-        if matches!(kind, Some((k,)) if k == "memory" || k == "personal") {
+        if !out.contains(&ns) && reachable(&ns) {
             out.push(ns);
         }
     }

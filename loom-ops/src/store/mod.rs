@@ -14,12 +14,14 @@
 mod error;
 mod gates;
 mod open;
+mod session_runs;
 pub mod testing;
 mod tx;
 
 pub use error::db_error;
 pub use gates::{GrantRow, IdemBegin, SIGNING_KEY_SETTING};
 pub use open::{StoreOptions, default_database_url};
+pub use session_runs::SessionRunKey;
 pub use tx::WriteTx;
 
 use sqlx::AnyPool;

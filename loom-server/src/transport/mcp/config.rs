@@ -33,6 +33,17 @@ pub struct McpConfig {
     pub ratelimit_retry_max_wait: Duration,
     /// `LOOM_MCP_SESSION_CACHE` (10000): sessions remembered in process.
     pub session_cache: usize,
+    /// `LOOM_MCP_SESSION_RUN_IDLE_SECONDS` (1800): a session's implicit run
+    /// with no call for this long is closed by the sweep.
+    pub session_run_idle: Duration,
+}
+
+impl McpConfig {
+    /// How often the idle sweep runs: at least every `min(60 s, idle / 2)`,
+    /// so a short idle setting takes effect quickly.
+    pub fn sweep_interval(&self) -> Duration {
+        (self.session_run_idle / 2).clamp(Duration::from_millis(100), Duration::from_secs(60))
+    }
 }
 
 impl Default for McpConfig {
@@ -44,6 +55,7 @@ impl Default for McpConfig {
             allowed_hosts: Vec::new(),
             ratelimit_retry_max_wait: Duration::from_secs(2),
             session_cache: 10_000,
+            session_run_idle: Duration::from_secs(1800),
         }
     }
 }
@@ -103,6 +115,12 @@ impl McpConfig {
                 format!("LOOM_MCP_SESSION_CACHE={v:?} is not valid: expected a positive number")
             })?;
         }
+        if let Some(v) = get("LOOM_MCP_SESSION_RUN_IDLE_SECONDS") {
+            let secs: u64 = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                format!("LOOM_MCP_SESSION_RUN_IDLE_SECONDS={v:?} is not valid: expected a positive number of seconds")
+            })?;
+            c.session_run_idle = Duration::from_secs(secs);
+        }
         Ok(c)
     }
 }
@@ -139,6 +157,18 @@ mod tests {
     }
 
     #[test]
+    fn the_sweep_runs_at_least_every_min_60_idle_half() {
+        let with = |idle: &str| {
+            McpConfig::from_vars(&vars(&[("LOOM_MCP_SESSION_RUN_IDLE_SECONDS", idle)]))
+                .unwrap()
+                .sweep_interval()
+        };
+        assert_eq!(with("1800"), Duration::from_secs(60));
+        assert_eq!(with("30"), Duration::from_secs(15));
+        assert_eq!(with("1"), Duration::from_millis(500));
+    }
+
+    #[test]
     fn bad_values_name_their_variable() {
         for (k, v) in [
             ("LOOM_MCP_TOOLSET", "cor"),
@@ -146,6 +176,7 @@ mod tests {
             ("LOOM_MCP_AUTH_MODE", "sometimes"),
             ("LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S", "-1"),
             ("LOOM_MCP_SESSION_CACHE", "0"),
+            ("LOOM_MCP_SESSION_RUN_IDLE_SECONDS", "0"),
         ] {
             let e = McpConfig::from_vars(&vars(&[(k, v)])).unwrap_err();
             assert!(e.contains(k), "{e}");

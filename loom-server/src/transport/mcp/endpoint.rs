@@ -43,15 +43,35 @@ pub struct Mcp {
     pub sessions: Sessions,
     /// Cached listings.
     pub listings: Listings,
+    sweep: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
-/// The `/mcp` routes, with their own state.
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        if let Some(sweep) = self.sweep.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            sweep.abort();
+        }
+    }
+}
+
+/// The `/mcp` routes, with their own state; starts the session-run sweep
+/// unless `LOOM_WORKERS=false`.
 pub fn router(app: Arc<App>) -> Router {
     let mcp = Arc::new(Mcp {
         sessions: Sessions::new(app.config.mcp.session_cache),
         listings: Listings::new(app.registry),
-        app,
+        sweep: std::sync::Mutex::new(None),
+        app: app.clone(),
     });
+    if app.config.workers {
+        let weak = Arc::downgrade(&mcp);
+        let handle = crate::workers::session_runs::start(app, move |closed| {
+            if let Some(mcp) = weak.upgrade() {
+                mcp.sessions.forget_runs(closed);
+            }
+        });
+        *mcp.sweep.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+    }
     Router::new()
         .route("/mcp", post(post_mcp).delete(delete_mcp).get(get_mcp))
         .with_state(mcp)
@@ -403,6 +423,19 @@ async fn delete_mcp(State(mcp): State<Arc<Mcp>>, headers: HeaderMap, body: Body)
         }
         Some(_) => {
             mcp.sessions.close(&id);
+            let (org, subject) = match &caller {
+                Some(c) => (c.org.clone(), c.subject.clone()),
+                None => (
+                    pipeline::identity::DEFAULT_ORG.to_owned(),
+                    pipeline::identity::ANONYMOUS.to_owned(),
+                ),
+            };
+            if let Err(e) = mcp.app.store.close_session_run(&org, &subject, &id).await {
+                tracing::warn!(
+                    cause = e.internal_message().unwrap_or(e.message()),
+                    "session run not closed"
+                );
+            }
             StatusCode::NO_CONTENT.into_response()
         }
         None => rpc_error_response(

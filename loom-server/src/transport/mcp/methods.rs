@@ -176,6 +176,7 @@ fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
         agent: agent_slug(client),
         revision,
         subject: conn.caller.as_ref().map(|c| c.subject.clone()),
+        run_id: None,
     };
     let id = mcp.sessions.open(session.clone());
     conn.session_id = Some(id);

@@ -22,6 +22,8 @@ pub struct Session {
     pub revision: Revision,
     /// The token subject that opened it (a session is bound to its principal).
     pub subject: Option<String>,
+    /// Its implicit run, once a run-scoped call began it.
+    pub run_id: Option<String>,
 }
 
 /// A bounded map of live sessions; the oldest is forgotten first.
@@ -65,6 +67,29 @@ impl Sessions {
             .0
             .get(id)
             .cloned()
+    }
+
+    /// Remembers the session's implicit run.
+    pub fn set_run(&self, id: &str, run_id: &str) {
+        if let Some(s) = self
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .get_mut(id)
+        {
+            s.run_id = Some(run_id.to_owned());
+        }
+    }
+
+    /// Forgets runs that were closed, so their sessions' next calls begin new ones.
+    pub fn forget_runs(&self, closed: &[String]) {
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        for s in guard.0.values_mut() {
+            if s.run_id.as_ref().is_some_and(|r| closed.contains(r)) {
+                s.run_id = None;
+            }
+        }
     }
 
     /// Ends a session; `false` when it was not known.
@@ -121,6 +146,7 @@ mod tests {
             agent: agent.into(),
             revision: Revision::V2025_11_25,
             subject: None,
+            run_id: None,
         }
     }
 
@@ -146,6 +172,18 @@ mod tests {
         assert!(s.close(&id));
         assert!(s.get(&id).is_none());
         assert!(!s.close(&id));
+    }
+
+    #[test]
+    fn closed_runs_are_forgotten() {
+        let s = Sessions::new(4);
+        let a = s.open(session("a"));
+        let b = s.open(session("b"));
+        s.set_run(&a, "run-a");
+        s.set_run(&b, "run-b");
+        s.forget_runs(&["run-a".to_owned()]);
+        assert_eq!(s.get(&a).unwrap().run_id, None);
+        assert_eq!(s.get(&b).unwrap().run_id.as_deref(), Some("run-b"));
     }
 
     #[test]

@@ -193,6 +193,11 @@ async fn call_with_retry(
     args: Value,
     idempotency_key: Option<String>,
 ) -> Result<Value, LoomError> {
+    let run_id = if op.meta.run_scoped {
+        session_run(mcp, conn).await
+    } else {
+        None
+    };
     let request = CallRequest {
         op,
         args,
@@ -201,7 +206,7 @@ async fn call_with_retry(
         request_id: conn.request_id.clone(),
         idempotency_key,
         session_id: conn.session_id.clone(),
-        run_id: None,
+        run_id,
         default_agent: conn.session.as_ref().map(|s| s.agent.clone()),
     };
     let first = pipeline::call(&mcp.app, request.clone()).await.result;
@@ -217,6 +222,46 @@ async fn call_with_retry(
             }
         }
         other => other,
+    }
+}
+
+/// The session's implicit run, begun by its first run-scoped call: one per
+/// (org, token subject, session), filed in the caller's default namespace.
+/// None without a session, and on the assistant toolset.
+async fn session_run(mcp: &Mcp, conn: &Connection) -> Option<String> {
+    let (Some(session_id), Some(session)) = (&conn.session_id, &conn.session) else {
+        return None;
+    };
+    if conn.listing == Listing::Assistant {
+        return None;
+    }
+    if let Some(cached) = mcp.sessions.get(session_id).and_then(|s| s.run_id) {
+        return Some(cached);
+    }
+    let ws = super::methods::workspace(conn);
+    let subject = conn
+        .caller
+        .as_ref()
+        .map_or(crate::pipeline::identity::ANONYMOUS, |c| c.subject.as_str());
+    let key = loom_ops::store::SessionRunKey {
+        org: &ws.org,
+        namespace: &ws.namespace,
+        subject,
+        agent: &session.agent,
+        session_id,
+    };
+    match mcp.app.store.session_run(&key).await {
+        Ok(run_id) => {
+            mcp.sessions.set_run(session_id, &run_id);
+            Some(run_id)
+        }
+        Err(e) => {
+            tracing::warn!(
+                cause = e.internal_message().unwrap_or(e.message()),
+                "session run not begun"
+            );
+            None
+        }
     }
 }
 

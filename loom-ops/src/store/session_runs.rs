@@ -1,0 +1,108 @@
+//! MCP sessions' implicit runs: begun by a session's first run-scoped call,
+//! closed by `DELETE /mcp` or by the idle sweep. Every statement is one
+//! conditional write, so replicas on one database never begin two runs for
+//! a session nor close one twice.
+
+use loom_core::OpResult;
+
+use super::{Store, db_error, now_ms};
+
+/// Who a session's run belongs to and where it is filed.
+#[derive(Clone, Debug)]
+pub struct SessionRunKey<'a> {
+    /// The org.
+    pub org: &'a str,
+    /// The caller's default namespace (where the run is filed).
+    pub namespace: &'a str,
+    /// The token subject.
+    pub subject: &'a str,
+    /// The agent (from the client's name).
+    pub agent: &'a str,
+    /// The MCP session.
+    pub session_id: &'a str,
+}
+
+impl Store {
+    /// The open run of (org, subject, session), begun now if there is none.
+    pub async fn session_run(&self, key: &SessionRunKey<'_>) -> OpResult<String> {
+        if let Some(id) = self.open_session_run(key).await? {
+            return Ok(id);
+        }
+        let run_id = uuid::Uuid::now_v7().to_string();
+        sqlx::query(
+            "INSERT INTO runs (org, namespace, run_id, agent, subject, goal, status, summary, started_ms, session_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'open', '', $7, $8) \
+             ON CONFLICT (org, subject, session_id) WHERE session_id IS NOT NULL AND status = 'open' DO NOTHING",
+        )
+        .bind(key.org)
+        .bind(key.namespace)
+        .bind(&run_id)
+        .bind(key.agent)
+        .bind(key.subject)
+        .bind(format!("MCP session of {}", key.agent))
+        .bind(now_ms())
+        .bind(key.session_id)
+        .execute(self.writer())
+        .await
+        .map_err(db_error)?;
+        // Another call (or replica) may have begun it first: read the winner.
+        Ok(self.open_session_run(key).await?.unwrap_or(run_id))
+    }
+
+    async fn open_session_run(&self, key: &SessionRunKey<'_>) -> OpResult<Option<String>> {
+        let row: Option<(String,)> = sqlx::query_as(
+            "SELECT run_id FROM runs WHERE org = $1 AND subject = $2 AND session_id = $3 AND status = 'open'",
+        )
+        .bind(key.org)
+        .bind(key.subject)
+        .bind(key.session_id)
+        .fetch_optional(self.writer())
+        .await
+        .map_err(db_error)?;
+        Ok(row.map(|(id,)| id))
+    }
+
+    /// Closes the session's open run (the session ended); `true` when one was open.
+    pub async fn close_session_run(
+        &self,
+        org: &str,
+        subject: &str,
+        session_id: &str,
+    ) -> OpResult<bool> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'closed', close_reason = 'session_ended', completed_ms = $1 \
+             WHERE org = $2 AND subject = $3 AND session_id = $4 AND status = 'open'",
+        )
+        .bind(now_ms())
+        .bind(org)
+        .bind(subject)
+        .bind(session_id)
+        .execute(self.writer())
+        .await
+        .map_err(db_error)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Closes every open session run with no call in the `idle_ms` before
+    /// `now_ms` (its calls are its `agent_events` rows); returns the runs closed.
+    pub async fn sweep_idle_session_runs(
+        &self,
+        now_ms: i64,
+        idle_ms: i64,
+    ) -> OpResult<Vec<String>> {
+        let cutoff = now_ms.saturating_sub(idle_ms);
+        let closed: Vec<(String,)> = sqlx::query_as(
+            "UPDATE runs SET status = 'closed', close_reason = 'idle', completed_ms = $1 \
+             WHERE status = 'open' AND session_id IS NOT NULL AND started_ms < $2 \
+             AND NOT EXISTS (SELECT 1 FROM agent_events e \
+                             WHERE e.org = runs.org AND e.run_id = runs.run_id AND e.at_ms >= $2) \
+             RETURNING run_id",
+        )
+        .bind(now_ms)
+        .bind(cutoff)
+        .fetch_all(self.writer())
+        .await
+        .map_err(db_error)?;
+        Ok(closed.into_iter().map(|(id,)| id).collect())
+    }
+}

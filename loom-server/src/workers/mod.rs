@@ -1,0 +1,4 @@
+//! Background workers. Each is optional (`LOOM_WORKERS=false` runs none)
+//! and safe to run on every replica at once.
+
+pub mod session_runs;

@@ -1,0 +1,193 @@
+//! MCP sessions' implicit runs, end to end over a real socket: begun by a
+//! session's first run-scoped call, carried by its writes, labelling its
+//! reads, closed by DELETE /mcp or by the idle sweep exactly once, even with
+//! two servers on one database.
+
+use loom_core::Role;
+use loom_ops::store::now_ms;
+use loom_server::Config;
+use loom_server::workers::session_runs::sweep_once;
+use loom_tests::{McpClient, TestServer, servers};
+use serde_json::{Value, json};
+
+fn generous(c: &mut Config) {
+    c.rate_read_per_min = 100_000;
+    c.rate_write_per_min = 100_000;
+    c.rate_heavy_per_min = 100_000;
+}
+
+async fn runs(c: &McpClient<'_>) -> Vec<Value> {
+    let r = c
+        .call("loom_op", json!({"op": "run.list", "arguments": {}}))
+        .await;
+    assert_eq!(r["isError"], false, "{r}");
+    r["structuredContent"]["runs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn idle_ms(t: &TestServer) -> i64 {
+    t.server.app.config.mcp.session_run_idle.as_millis() as i64
+}
+
+#[tokio::test]
+async fn a_session_run_is_begun_carried_and_closed_on_delete() {
+    for t in servers(generous).await {
+        let token = t.token("default", "ana", Role::Writer, &[]);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("Cursor", "2025-11-25").await;
+        assert!(
+            runs(&c).await.is_empty(),
+            "run.list is not run-scoped: it begins no run"
+        );
+        c.call(
+            "loom_memory_set",
+            json!({"memory_key": "a", "content": "one"}),
+        )
+        .await;
+        c.call("loom_memory_get", json!({"memory_key": "a"})).await;
+        let open = runs(&c).await;
+        assert_eq!(open.len(), 1, "{}: {open:?}", t.name());
+        let run_id = open[0]["run_id"].as_str().unwrap().to_owned();
+        assert_eq!(open[0]["status"], "open");
+        assert_eq!(open[0]["session_id"].as_str(), c.session.as_deref());
+        assert_eq!(open[0]["agent"], "cursor");
+        // the write carries it and shows it when read
+        let got = c.call("loom_memory_get", json!({"memory_key": "a"})).await;
+        assert_eq!(got["structuredContent"]["run_id"], run_id.as_str());
+        // reads are labelled with it, not filtered; run.* and working_memory.* are not run-scoped
+        c.call(
+            "loom_working_memory_set",
+            json!({"run_id": "explicit-1", "name": "n", "content": "c"}),
+        )
+        .await;
+        t.flush_ledger().await;
+        let labelled = t
+            .count(&format!(
+                "SELECT COUNT(*) FROM agent_events WHERE run_id = '{run_id}' AND op = 'memory.get'"
+            ))
+            .await;
+        assert_eq!(labelled, 2, "{}", t.name());
+        let wm = t
+            .count(&format!("SELECT COUNT(*) FROM agent_events WHERE run_id = '{run_id}' AND op = 'working_memory.set'"))
+            .await;
+        assert_eq!(wm, 0, "{}", t.name());
+        // another session of the same subject gets its own run
+        let mut d = McpClient::new(&t, Some(&token), "");
+        d.initialize("Cursor", "2025-11-25").await;
+        d.call(
+            "loom_memory_set",
+            json!({"memory_key": "b", "content": "two"}),
+        )
+        .await;
+        assert_eq!(runs(&d).await.len(), 2);
+        // DELETE /mcp closes it; run.get shows why, and its calls
+        let del = t
+            .send(
+                t.client
+                    .delete(c.url())
+                    .bearer_auth(&token)
+                    .header("mcp-session-id", c.session.clone().unwrap()),
+            )
+            .await;
+        assert_eq!(del.status, 204);
+        let detail = d
+            .call(
+                "loom_op",
+                json!({"op": "run.get", "arguments": {"run_id": run_id}}),
+            )
+            .await;
+        let run = &detail["structuredContent"]["run"];
+        assert_eq!(
+            (run["status"].as_str(), run["close_reason"].as_str()),
+            (Some("closed"), Some("session_ended")),
+            "{detail}"
+        );
+        assert!(run["completed_at"].is_string());
+        let calls = detail["structuredContent"]["calls"].as_array().unwrap();
+        assert_eq!(
+            calls.iter().filter(|c| c["op"] == "memory.get").count(),
+            2,
+            "{calls:?}"
+        );
+        assert!(calls.iter().all(|c| c["transport"] == "mcp"));
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn the_sweep_closes_idle_runs_once_and_spares_live_ones() {
+    for t in servers(generous).await {
+        let token = t.token("default", "ana", Role::Writer, &[]);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("agent", "2025-11-25").await;
+        c.call(
+            "loom_memory_set",
+            json!({"memory_key": "a", "content": "one"}),
+        )
+        .await;
+        t.flush_ledger().await;
+        let app = &t.server.app;
+        // a call inside the idle window keeps it open
+        assert!(sweep_once(app, now_ms() + 1_000).await.unwrap().is_empty());
+        // past the window it is closed, once
+        let later = now_ms() + idle_ms(&t) + 60_000;
+        let closed = sweep_once(app, later).await.unwrap();
+        assert_eq!(closed.len(), 1, "{}", t.name());
+        assert!(sweep_once(app, later).await.unwrap().is_empty());
+        let list = runs(&c).await;
+        let closed_run = list
+            .iter()
+            .find(|r| r["run_id"] == closed[0].as_str())
+            .unwrap();
+        assert_eq!(closed_run["close_reason"], "idle");
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn two_servers_on_one_database_close_each_idle_run_exactly_once() {
+    for first in servers(generous).await {
+        let mut config = Config {
+            bind_host: "127.0.0.1".into(),
+            port: 0,
+            database_url: first.db.options.url.clone(),
+            pg_schema: first.db.options.pg_schema.clone(),
+            database_max_connections: 4,
+            ..Config::default()
+        };
+        generous(&mut config);
+        let second = loom_server::spawn(config).await.expect("second server");
+        let token = first.token("default", "ana", Role::Writer, &[]);
+        for _ in 0..5 {
+            let mut c = McpClient::new(&first, Some(&token), "");
+            c.initialize("agent", "2025-11-25").await;
+            c.call(
+                "loom_memory_set",
+                json!({"memory_key": "k", "content": "v"}),
+            )
+            .await;
+        }
+        first.flush_ledger().await;
+        let later = now_ms() + idle_ms(&first) + 60_000;
+        let (a, b) = tokio::join!(
+            sweep_once(&first.server.app, later),
+            sweep_once(&second.app, later)
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(
+            a.len() + b.len(),
+            5,
+            "{}: every run closed once ({a:?} / {b:?})",
+            first.name()
+        );
+        assert!(a.iter().all(|r| !b.contains(r)), "no run closed twice");
+        let open = first
+            .count("SELECT COUNT(*) FROM runs WHERE status = 'open'")
+            .await;
+        assert_eq!(open, 0);
+        second.shutdown().await;
+        first.server.shutdown().await;
+    }
+}
