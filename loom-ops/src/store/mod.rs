@@ -13,12 +13,14 @@
 
 mod error;
 mod gates;
+mod oauth;
 mod open;
 pub mod testing;
 mod tx;
 
 pub use error::db_error;
 pub use gates::{GrantRow, IdemBegin, SIGNING_KEY_SETTING};
+pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use open::{StoreOptions, default_database_url};
 pub use tx::WriteTx;
 
