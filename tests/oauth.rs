@@ -1019,3 +1019,67 @@ async fn a_subject_removed_from_platform_admins_loses_it_on_refresh() {
         again.server.shutdown().await;
     }
 }
+
+/// The Python interpreter of the test environment `tests/python/setup.sh`
+/// builds (creating it when missing), or why it cannot be had.
+fn python_env() -> Result<std::path::PathBuf, String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return Err("python3 is not installed".into());
+    }
+    let venv = std::env::var_os("LOOM_TEST_VENV")
+        .map_or_else(|| root.join("target/python-venv"), std::path::PathBuf::from);
+    let python = venv.join("bin/python");
+    let ready = || {
+        std::process::Command::new(&python)
+            .args(["-c", "import authlib, requests"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !ready() {
+        let status = std::process::Command::new(root.join("tests/python/setup.sh"))
+            .env("LOOM_TEST_VENV", &venv)
+            .status()
+            .map_err(|e| format!("tests/python/setup.sh did not run: {e}"))?;
+        assert!(status.success(), "tests/python/setup.sh failed");
+    }
+    assert!(ready(), "the Python environment lacks authlib after setup");
+    Ok(python)
+}
+
+#[tokio::test]
+async fn an_independent_authlib_client_completes_the_flow() {
+    let python = match python_env() {
+        Ok(p) => p,
+        Err(why) => {
+            println!("SKIPPED an_independent_authlib_client_completes_the_flow: {why}");
+            return;
+        }
+    };
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/oauth_client.py");
+    for t in servers(oauth_on).await {
+        let n = t.name();
+        add_user(&t, "ana", Role::Writer).await;
+        let out = tokio::process::Command::new(&python)
+            .arg(&script)
+            .args([t.url().as_str(), "ana", PASSWORD])
+            .env("AUTHLIB_INSECURE_TRANSPORT", "1")
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .env("no_proxy", "127.0.0.1,localhost")
+            .output()
+            .await
+            .expect("python runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        println!("{n}:\n{stdout}");
+        assert!(
+            out.status.success() && stdout.contains("ALL OK"),
+            "{n}: the authlib client failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        t.server.shutdown().await;
+    }
+}
