@@ -38,6 +38,8 @@ pub struct App {
     pub ledger: Ledger,
     /// Whether this start created org `default` on an empty store.
     pub first_start: bool,
+    /// OAuth sign-in (`LOOM_OAUTH_ENABLED=true`), else `None`.
+    pub oauth: Option<Arc<crate::oauth::OAuth>>,
 }
 
 impl std::fmt::Debug for App {
@@ -80,6 +82,7 @@ impl App {
             limiter,
             ledger,
             first_start,
+            oauth: crate::oauth::OAuth::from_config(&config),
             store,
             config,
         }))
@@ -197,7 +200,8 @@ async fn serve(
     mut stop: oneshot::Receiver<()>,
     refresh: Option<JoinHandle<()>>,
 ) {
-    let router = crate::transport::http::router(app.clone());
+    let router =
+        crate::transport::http::router(app.clone()).merge(crate::oauth::routes(app.clone()));
     let graceful = GracefulShutdown::new();
     loop {
         tokio::select! {

@@ -38,6 +38,11 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Manages the people who sign in through OAuth (`LOOM_OAUTH_ENABLED=true`).
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
     /// Writes the action schema a policy gateway governs Loom's tools with.
     ExportActions {
         /// `json`: the MCP tools/list manifest plus a `loom` block per tool;
@@ -82,6 +87,32 @@ enum TokenCommand {
     Revoke {
         /// The token's `jti` claim.
         jti: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum UserCommand {
+    /// Adds a user who signs in with a password, read from standard input
+    /// (one line; at least 8 characters).
+    Add {
+        /// The login name, also the subject of the user's tokens.
+        username: String,
+        /// The org the user's tokens act in (it must exist).
+        #[arg(long)]
+        org: String,
+        /// viewer, writer or admin.
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// A namespace the user's tokens name (repeat for more; the first is
+        /// the default workspace). None: every namespace of the org.
+        #[arg(long = "namespace")]
+        namespaces: Vec<String>,
+    },
+    /// Disables a user: no more sign-ins or refreshes, and the access
+    /// tokens issued to the user by OAuth are revoked.
+    Disable {
+        /// The login name.
+        username: String,
     },
 }
 
@@ -143,6 +174,18 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Token {
             command: TokenCommand::Revoke { jti },
         } => with_runtime(revoke(jti)),
+        Command::User {
+            command:
+                UserCommand::Add {
+                    username,
+                    org,
+                    role,
+                    namespaces,
+                },
+        } => with_runtime(user_add(username, org, role, namespaces)),
+        Command::User {
+            command: UserCommand::Disable { username },
+        } => with_runtime(user_disable(username)),
     }
 }
 
@@ -271,6 +314,85 @@ async fn revoke(jti: String) -> Result<(), String> {
     match added {
         Ok(true) => println!("loom: revoked {jti}"),
         Ok(false) => println!("loom: {jti} was already revoked"),
+        Err(e) => return Err(e.internal_message().unwrap_or(e.message()).to_owned()),
+    }
+    Ok(())
+}
+
+fn valid_username(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b))
+}
+
+async fn user_add(
+    username: String,
+    org: String,
+    role: Role,
+    namespaces: Vec<String>,
+) -> Result<(), String> {
+    use std::io::{BufRead, IsTerminal};
+    if !valid_username(&username) {
+        return Err(
+            "user add: a username is 1 to 64 characters of letters, digits and . _ @ -".into(),
+        );
+    }
+    if std::io::stdin().is_terminal() {
+        eprint!("password for {username} (echoed; pipe it to hide it): ");
+    }
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| format!("user add: cannot read the password: {e}"))?;
+    let password = line.trim_end_matches(['\n', '\r']);
+    if password.chars().count() < crate::oauth::users::MIN_PASSWORD_CHARS {
+        return Err(format!(
+            "user add: the password must have at least {} characters",
+            crate::oauth::users::MIN_PASSWORD_CHARS
+        ));
+    }
+    let password_hash = crate::oauth::users::hash_password(password)?;
+    let config = Config::from_env()?;
+    let store = open_store(&config).await?;
+    let result = async {
+        store.ensure_default_org().await?;
+        if !store.org_exists(&org).await? {
+            return Ok(Err(format!("user add: there is no org {org:?}")));
+        }
+        let added = store
+            .user_add(&loom_ops::store::UserRow {
+                username: username.clone(),
+                org: org.clone(),
+                role,
+                namespaces,
+                password_hash,
+                disabled: false,
+            })
+            .await?;
+        Ok(if added {
+            Ok(())
+        } else {
+            Err(format!("user add: {username:?} already exists"))
+        })
+    }
+    .await
+    .map_err(|e: loom_core::LoomError| e.internal_message().unwrap_or(e.message()).to_owned());
+    store.close().await;
+    result??;
+    println!("loom: added {username} ({role} in org {org})");
+    Ok(())
+}
+
+async fn user_disable(username: String) -> Result<(), String> {
+    let config = Config::from_env()?;
+    let store = open_store(&config).await?;
+    let done = store.user_disable(&username).await;
+    store.close().await;
+    match done {
+        Ok(true) => println!("loom: disabled {username}; its OAuth tokens are revoked"),
+        Ok(false) => return Err(format!("user disable: there is no user {username:?}")),
         Err(e) => return Err(e.internal_message().unwrap_or(e.message()).to_owned()),
     }
     Ok(())

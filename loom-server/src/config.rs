@@ -64,6 +64,24 @@ pub struct Config {
     /// `LOOM_WORKERS` (true): run background workers (the MCP session-run
     /// sweep). A deployment where no replica runs them keeps idle runs open.
     pub workers: bool,
+    /// `LOOM_OAUTH_ENABLED` (false): serve OAuth 2.1 sign-in (`/oauth/*`, discovery).
+    pub oauth_enabled: bool,
+    /// `LOOM_OAUTH_ISSUER`: the public base URL (`https://host[:port]`, no path);
+    /// required with OAuth on; `http://` only for a loopback host.
+    pub oauth_issuer: Option<String>,
+    /// `LOOM_OAUTH_LOGIN_PROVIDER` (`password`): how people sign in.
+    pub oauth_login_provider: String,
+    /// `LOOM_OAUTH_CODE_TTL_SECS` (60): lifetime of an authorization code (at most 600).
+    pub oauth_code_ttl: Duration,
+    /// `LOOM_OAUTH_ACCESS_TTL_SECS` (3600): lifetime of an access token issued by OAuth.
+    pub oauth_access_ttl: Duration,
+    /// `LOOM_OAUTH_REFRESH_TTL_SECS` (2592000, 30 days): a refresh token lapses
+    /// when unused this long (each rotation starts a new period).
+    pub oauth_refresh_ttl: Duration,
+    /// `LOOM_OAUTH_SIGNIN_TTL_SECS` (600): how long a sign-in and consent may take.
+    pub oauth_signin_ttl: Duration,
+    /// `LOOM_OAUTH_REGISTER_PER_MIN` (30): client registrations per minute, server-wide.
+    pub oauth_register_per_min: u32,
 }
 
 fn parse<T: std::str::FromStr>(name: &str, raw: &str, expected: &str) -> Result<T, String> {
@@ -125,6 +143,14 @@ impl Default for Config {
             mcp: Default::default(),
             workers: true,
             search_fan_out: loom_ops::search::FAN_OUT,
+            oauth_enabled: false,
+            oauth_issuer: None,
+            oauth_login_provider: "password".into(),
+            oauth_code_ttl: Duration::from_secs(60),
+            oauth_access_ttl: Duration::from_secs(3600),
+            oauth_refresh_ttl: Duration::from_secs(30 * 86_400),
+            oauth_signin_ttl: Duration::from_secs(600),
+            oauth_register_per_min: 30,
         }
     }
 }
@@ -252,6 +278,35 @@ impl Config {
                 }
             };
         }
+        if let Some(v) = get("LOOM_OAUTH_ENABLED") {
+            c.oauth_enabled = parse_bool("LOOM_OAUTH_ENABLED", v)?;
+        }
+        if let Some(v) = get("LOOM_OAUTH_ISSUER") {
+            c.oauth_issuer = Some(v.trim().trim_end_matches('/').to_owned());
+        }
+        if let Some(v) = get("LOOM_OAUTH_LOGIN_PROVIDER") {
+            c.oauth_login_provider = v.trim().to_ascii_lowercase();
+        }
+        if let Some(v) = get("LOOM_OAUTH_CODE_TTL_SECS") {
+            c.oauth_code_ttl = seconds("LOOM_OAUTH_CODE_TTL_SECS", v)?;
+            if c.oauth_code_ttl > Duration::from_secs(600) {
+                return Err(format!(
+                    "LOOM_OAUTH_CODE_TTL_SECS={v:?} is not valid: at most 600 seconds"
+                ));
+            }
+        }
+        if let Some(v) = get("LOOM_OAUTH_ACCESS_TTL_SECS") {
+            c.oauth_access_ttl = seconds("LOOM_OAUTH_ACCESS_TTL_SECS", v)?;
+        }
+        if let Some(v) = get("LOOM_OAUTH_REFRESH_TTL_SECS") {
+            c.oauth_refresh_ttl = seconds("LOOM_OAUTH_REFRESH_TTL_SECS", v)?;
+        }
+        if let Some(v) = get("LOOM_OAUTH_SIGNIN_TTL_SECS") {
+            c.oauth_signin_ttl = seconds("LOOM_OAUTH_SIGNIN_TTL_SECS", v)?;
+        }
+        if let Some(v) = get("LOOM_OAUTH_REGISTER_PER_MIN") {
+            c.oauth_register_per_min = positive("LOOM_OAUTH_REGISTER_PER_MIN", v)?;
+        }
         Ok(c)
     }
 
@@ -279,6 +334,9 @@ impl Config {
                  LOOM_BIND_HOST={}; bind 127.0.0.1, turn authentication on, or set LOOM_ALLOW_INSECURE=1",
                 self.bind_host
             ));
+        }
+        if self.oauth_enabled {
+            crate::oauth::check_config(self)?;
         }
         Ok(())
     }
@@ -350,5 +408,41 @@ mod tests {
                 .contains("LOOM_ALLOW_INSECURE")
         );
         assert!(open("0.0.0.0", "1").is_ok());
+    }
+
+    #[test]
+    fn oauth_needs_an_https_issuer_outside_loopback() {
+        let with = |issuer: &str| {
+            let mut pairs = vec![("LOOM_OAUTH_ENABLED", "true")];
+            if !issuer.is_empty() {
+                pairs.push(("LOOM_OAUTH_ISSUER", issuer));
+            }
+            Config::from_vars(&vars(&pairs)).unwrap().check()
+        };
+        assert!(with("").unwrap_err().contains("LOOM_OAUTH_ISSUER"));
+        assert!(with("https://loom.example.com").is_ok());
+        assert!(with("https://loom.example.com/").is_ok());
+        assert!(with("http://127.0.0.1:8080").is_ok());
+        assert!(with("http://[::1]:8080").is_ok());
+        assert!(with("http://localhost:8080").is_ok());
+        for bad in [
+            "http://loom.example.com",
+            "http://10.0.0.5:8080",
+            "https://loom.example.com/loom",
+            "https://loom.example.com?x=1",
+            "https://user@loom.example.com",
+            "ftp://loom.example.com",
+            "loom.example.com",
+        ] {
+            let e = with(bad).unwrap_err();
+            assert!(e.contains("LOOM_OAUTH_ISSUER"), "{bad}: {e}");
+        }
+        let e = Config::from_vars(&vars(&[
+            ("LOOM_OAUTH_ENABLED", "true"),
+            ("LOOM_OAUTH_ISSUER", "https://loom.example.com"),
+            ("LOOM_OAUTH_CODE_TTL_SECS", "3600"),
+        ]))
+        .unwrap_err();
+        assert!(e.contains("LOOM_OAUTH_CODE_TTL_SECS"), "{e}");
     }
 }

@@ -6,11 +6,15 @@
 //!   then [`pipeline::call`]);
 //! - [`transport`]: HTTP (`POST /v1/<op>`);
 //! - [`tokens`]: access tokens and the revocation list;
-//! - [`cli`]: `loom serve`, `loom migrate`, `loom token …`, `loom export-actions`.
+//! - [`oauth`]: OAuth 2.1 sign-in (discovery, registration, authorize, token)
+//!   and the 401 challenge ([`oauth::challenge`]);
+//! - [`cli`]: `loom serve`, `loom migrate`, `loom token …`, `loom user …`,
+//!   `loom export-actions`.
 
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod oauth;
 pub mod pipeline;
 pub mod tokens;
 pub mod transport;

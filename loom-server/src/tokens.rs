@@ -12,6 +12,10 @@
 //! (this server has one key and names none) or a `typ` other than `JWT` is
 //! refused; `jku`, `x5u`, `jwk` and `x5c` are never followed. Revoked `jti`s are
 //! refused from the [`Revocations`] list.
+//!
+//! With OAuth on, the accepted audiences are `LOOM_JWT_AUDIENCE` and the
+//! OAuth resources (`<LOOM_OAUTH_ISSUER>/mcp` and `<LOOM_OAUTH_ISSUER>`, see
+//! [`crate::oauth::audiences`]); every other check is the same for all.
 
 use std::collections::HashSet;
 use std::sync::RwLock;
@@ -70,6 +74,7 @@ pub struct JwtKeys {
     validation: Validation,
     issuer: String,
     audience: String,
+    audiences: Vec<String>,
 }
 
 impl std::fmt::Debug for JwtKeys {
@@ -87,9 +92,11 @@ fn now_secs() -> u64 {
 impl JwtKeys {
     /// Keys from a secret and the configuration's issuer, audience and leeway.
     pub fn new(secret: &[u8], config: &Config) -> JwtKeys {
+        let mut audiences = vec![config.jwt_audience.clone()];
+        audiences.extend(crate::oauth::audiences(config));
         let mut validation = Validation::new(Algorithm::HS256);
         validation.set_issuer(&[config.jwt_issuer.as_str()]);
-        validation.set_audience(&[config.jwt_audience.as_str()]);
+        validation.set_audience(&audiences);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         validation.validate_nbf = true;
         validation.leeway = config.jwt_leeway_secs;
@@ -99,6 +106,7 @@ impl JwtKeys {
             validation,
             issuer: config.jwt_issuer.clone(),
             audience: config.jwt_audience.clone(),
+            audiences,
         }
     }
 
@@ -123,8 +131,24 @@ impl JwtKeys {
         Ok(JwtKeys::new(&secret, config))
     }
 
-    /// Mints an access token.
+    /// Mints an access token (audience `LOOM_JWT_AUDIENCE`).
     pub fn mint(&self, spec: MintSpec) -> Result<(String, Claims), String> {
+        let audience = self.audience.clone();
+        self.mint_for_audience(spec, &audience)
+    }
+
+    /// Mints an access token for one of the audiences this server accepts
+    /// (OAuth mints for the resource the client asked for); any other is refused.
+    pub fn mint_for_audience(
+        &self,
+        spec: MintSpec,
+        audience: &str,
+    ) -> Result<(String, Claims), String> {
+        if !self.audiences.iter().any(|a| a == audience) {
+            return Err(format!(
+                "{audience:?} is not an audience this server accepts"
+            ));
+        }
         let iat = now_secs();
         let claims = Claims {
             sub: spec.subject,
@@ -134,7 +158,7 @@ impl JwtKeys {
             exp: iat + spec.ttl_secs,
             iat,
             iss: self.issuer.clone(),
-            aud: self.audience.clone(),
+            aud: audience.to_owned(),
             token_use: ACCESS_TOKEN_USE.into(),
             namespaces: spec.namespaces,
             platform_admin: spec.platform_admin,

@@ -259,3 +259,97 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
     assert!(answered.iter().all(|l| l.contains("request_id")), "{logs}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+fn user_cmd(url: &str, args: &[&str], stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = loom()
+        .args(args)
+        .env("LOOM_DATABASE_URL", url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test]
+async fn user_add_stores_a_hash_and_user_disable_disables() {
+    loom_ops::link();
+    let (url, dir) = testing::sqlite_url();
+    let add = [
+        "user",
+        "add",
+        "ana",
+        "--org",
+        "default",
+        "--role",
+        "writer",
+        "--namespace",
+        "default",
+    ];
+    let out = user_cmd(&url, &add, "s3cret password\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Taken, too short, unknown org, bad role.
+    let out = user_cmd(&url, &add, "s3cret password\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+    let out = user_cmd(
+        &url,
+        &["user", "add", "bo", "--org", "default", "--role", "viewer"],
+        "short\n",
+    );
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("at least 8"));
+    let out = user_cmd(
+        &url,
+        &["user", "add", "bo", "--org", "nope", "--role", "viewer"],
+        "long enough pw\n",
+    );
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no org"));
+    let out = user_cmd(
+        &url,
+        &["user", "add", "bo", "--org", "default", "--role", "boss"],
+        "long enough pw\n",
+    );
+    assert_eq!(out.status.code(), Some(2));
+
+    let store = loom_ops::store::Store::open(loom_ops::store::StoreOptions::new(url.clone()))
+        .await
+        .unwrap();
+    let user = store.user_get("ana").await.unwrap().unwrap();
+    assert!(user.password_hash.starts_with("$argon2id$") && !user.password_hash.contains("s3cret"));
+    assert!(loom_server::oauth::users::verify_password(
+        &user.password_hash,
+        "s3cret password"
+    ));
+    assert_eq!(
+        (
+            user.org.as_str(),
+            user.role.as_str(),
+            user.namespaces.as_slice()
+        ),
+        ("default", "writer", &["default".to_owned()][..])
+    );
+    assert!(!user.disabled);
+
+    let out = user_cmd(&url, &["user", "disable", "ana"], "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(store.user_get("ana").await.unwrap().unwrap().disabled);
+    let out = user_cmd(&url, &["user", "disable", "nobody"], "");
+    assert!(!out.status.success());
+    store.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

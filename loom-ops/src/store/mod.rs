@@ -13,6 +13,7 @@
 
 mod error;
 mod gates;
+mod oauth;
 mod open;
 mod session_runs;
 pub mod testing;
@@ -20,6 +21,7 @@ mod tx;
 
 pub use error::db_error;
 pub use gates::{GrantRow, IdemBegin, SIGNING_KEY_SETTING};
+pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use open::{StoreOptions, default_database_url};
 pub use session_runs::SessionRunKey;
 pub use tx::WriteTx;

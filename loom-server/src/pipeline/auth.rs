@@ -9,7 +9,8 @@ use loom_core::{Caller, ErrorCode, LoomError};
 
 use crate::app::App;
 
-/// The challenge on a 401 when no bearer was sent.
+/// The challenge on a 401 when no bearer was sent (OAuth off; with OAuth
+/// on, [`crate::oauth::challenge`] adds `resource_metadata`).
 pub const CHALLENGE: &str = "Bearer realm=\"loom\"";
 /// The challenge on a 401 when the bearer sent is not valid.
 pub const CHALLENGE_INVALID: &str = "Bearer realm=\"loom\", error=\"invalid_token\"";
@@ -24,24 +25,24 @@ pub struct AuthRefusal {
     pub challenge: Option<&'static str>,
 }
 
-fn missing() -> AuthRefusal {
+fn missing(app: &App) -> AuthRefusal {
     AuthRefusal {
         error: LoomError::new(
             ErrorCode::Unauthenticated,
             "a bearer token is required (Authorization: Bearer <token>)",
         ),
-        challenge: Some(CHALLENGE),
+        challenge: Some(crate::oauth::challenge(app, false)),
     }
 }
 
-fn invalid(why: &str) -> AuthRefusal {
+fn invalid(app: &App, why: &str) -> AuthRefusal {
     tracing::info!(reason = why, "bearer token refused");
     AuthRefusal {
         error: LoomError::new(
             ErrorCode::Unauthenticated,
             "the bearer token is not valid (expired, revoked or not issued by this server)",
         ),
-        challenge: Some(CHALLENGE_INVALID),
+        challenge: Some(crate::oauth::challenge(app, true)),
     }
 }
 
@@ -52,6 +53,8 @@ fn invalid(why: &str) -> AuthRefusal {
 /// - Authentication off (`LOOM_AUTH_REQUIRED=false`): `Ok(None)`; any
 ///   bearer is ignored and the call runs as `anonymous` with the admin role.
 /// - No bearer (or another scheme): 401, challenge without `error`.
+/// - Every 401 challenge names the protected-resource metadata when OAuth
+///   is on ([`crate::oauth::challenge`]).
 /// - A bearer that fails any check (signature, algorithm, expiry, issuer,
 ///   audience, claims, revoked `jti`): 401 with `error="invalid_token"`.
 /// - The revocation list has not loaded yet: 503 NOT_READY with a wait.
@@ -63,21 +66,21 @@ pub fn authenticate(
         return Ok(None);
     }
     let Some(raw) = authorization else {
-        return Err(missing());
+        return Err(missing(app));
     };
     let Ok(value) = std::str::from_utf8(raw) else {
-        return Err(invalid("header is not UTF-8"));
+        return Err(invalid(app, "header is not UTF-8"));
     };
     let value = value.trim();
     let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
     if !scheme.eq_ignore_ascii_case("bearer") {
-        return Err(missing());
+        return Err(missing(app));
     }
     let token = token.trim();
     if token.is_empty() {
-        return Err(invalid("empty bearer"));
+        return Err(invalid(app, "empty bearer"));
     }
-    let claims = app.keys.verify(token).map_err(|e| invalid(&e.0))?;
+    let claims = app.keys.verify(token).map_err(|e| invalid(app, &e.0))?;
     match app.revocations.is_revoked(&claims.jti) {
         None => {
             return Err(AuthRefusal {
@@ -89,7 +92,7 @@ pub fn authenticate(
                 challenge: None,
             });
         }
-        Some(true) => return Err(invalid("revoked jti")),
+        Some(true) => return Err(invalid(app, "revoked jti")),
         Some(false) => {}
     }
     let platform_admin = claims.platform_admin || app.config.platform_admins.contains(&claims.sub);

@@ -43,6 +43,9 @@ pub struct Mcp {
     pub sessions: Sessions,
     /// Cached listings.
     pub listings: Listings,
+    /// Hosts `Host`/`Origin` may name besides loopback: `LOOM_MCP_ALLOWED_HOSTS`
+    /// and the OAuth issuer's host.
+    allowed_hosts: Vec<String>,
     sweep: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -61,6 +64,7 @@ pub fn router(app: Arc<App>) -> Router {
         sessions: Sessions::new(app.config.mcp.session_cache),
         listings: Listings::new(app.registry),
         sweep: std::sync::Mutex::new(None),
+        allowed_hosts: allowed_hosts(&app.config),
         app: app.clone(),
     });
     if app.config.workers {
@@ -75,6 +79,17 @@ pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/mcp", post(post_mcp).delete(delete_mcp).get(get_mcp))
         .with_state(mcp)
+}
+
+fn allowed_hosts(config: &crate::Config) -> Vec<String> {
+    let mut hosts = config.mcp.allowed_hosts.clone();
+    if let Some(issuer) = config.oauth_issuer.as_deref().filter(|_| config.oauth_enabled) {
+        let authority = issuer.split("://").nth(1).unwrap_or(issuer).split('/').next().unwrap_or("");
+        if !authority.is_empty() {
+            hosts.push(authority.to_ascii_lowercase());
+        }
+    }
+    hosts
 }
 
 /// `?toolset=` and `?schema_profile=`.
@@ -130,7 +145,7 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> 
 type Early = Box<Response>;
 
 fn check_host_and_origin(mcp: &Mcp, headers: &HeaderMap) -> Result<(), Early> {
-    let allowed = &mcp.app.config.mcp.allowed_hosts;
+    let allowed = &mcp.allowed_hosts;
     let host_ok =
         header_str(headers, &header::HOST).is_some_and(|h| guard::allowed_authority(h, allowed));
     let origin_ok = match headers.get(header::ORIGIN) {

@@ -1,0 +1,456 @@
+//! `/oauth/authorize`: the browser part of the code flow.
+//!
+//! 1. `GET /oauth/authorize?…` checks the client and redirect URI (an
+//!    unknown client or an unregistered redirect URI gets an error page,
+//!    never a redirect), then the rest (`response_type=code`, an S256 PKCE
+//!    challenge, `resource`, `scope`; a failure is redirected back with
+//!    `error`, the byte-exact `state` and `iss`). It stores the request,
+//!    binds it to the browser with a random CSRF value (a cookie and a
+//!    hidden field, compared on every POST) and shows the sign-in page.
+//! 2. `POST /oauth/authorize/login` checks the password and answers 303 to
+//!    the consent page (a wrong password shows the sign-in page again).
+//! 3. `GET /oauth/authorize/consent` names the client and the host the
+//!    authorization goes to; `POST` with `decision=allow` issues a
+//!    single-use code and answers 303 to the redirect URI, `deny` answers
+//!    `error=access_denied`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use loom_ops::store::{AuthRequestRow, ClientRow, CodeRow, now_ms};
+
+use super::pages::{self, Asking};
+use super::register::redirect_matches;
+use super::{
+    OAuth, SCOPE, csrf_cookie, csrf_from_cookies, form_pairs, random_token, same, sha256_hex,
+};
+use crate::app::App;
+
+/// The largest form body accepted.
+const MAX_FORM: usize = 16 * 1024;
+
+fn oauth(app: &App) -> &OAuth {
+    app.oauth
+        .as_deref()
+        .expect("OAuth routes are served only with OAuth on")
+}
+
+fn see_other(location: &str) -> Response {
+    let mut r = super::no_store(StatusCode::SEE_OTHER.into_response());
+    if let Ok(v) = HeaderValue::from_str(location) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+/// `redirect_uri` with `pairs` added to its query, plus `state` (when the
+/// client sent one) and `iss` (RFC 9207).
+fn back_to_client(
+    o: &OAuth,
+    redirect_uri: &str,
+    state: Option<&str>,
+    pairs: &[(&str, &str)],
+) -> Response {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        query.append_pair(k, v);
+    }
+    if let Some(state) = state {
+        query.append_pair("state", state);
+    }
+    query.append_pair("iss", &o.issuer);
+    let sep = if redirect_uri.contains('?') { '&' } else { '?' };
+    see_other(&format!("{redirect_uri}{sep}{}", query.finish()))
+}
+
+fn redirect_error(
+    o: &OAuth,
+    redirect_uri: &str,
+    state: Option<&str>,
+    error: &str,
+    description: &str,
+) -> Response {
+    back_to_client(
+        o,
+        redirect_uri,
+        state,
+        &[("error", error), ("error_description", description)],
+    )
+}
+
+/// The host (or, for an app scheme, `scheme:`) a redirect URI goes to.
+fn redirect_host(uri: &str) -> String {
+    match url::Url::parse(uri) {
+        Ok(u) => match u.host_str() {
+            Some(h) if !h.is_empty() => match u.port() {
+                Some(p) => format!("{h}:{p}"),
+                None => h.to_owned(),
+            },
+            _ => format!("the app {}:", u.scheme()),
+        },
+        Err(_) => uri.to_owned(),
+    }
+}
+
+fn asking<'a>(client: &'a ClientRow, redirect_uri: &'a str, host: &'a str) -> Asking<'a> {
+    Asking {
+        client_name: &client.client_name,
+        client_id: &client.client_id,
+        redirect_host: host,
+        redirect_uri,
+    }
+}
+
+fn server_error(e: &loom_core::LoomError) -> Response {
+    tracing::error!(
+        cause = e.internal_message().unwrap_or(e.message()),
+        "oauth store call failed"
+    );
+    pages::error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "the server could not complete the sign-in; try again",
+    )
+}
+
+/// Whether `s` is a well-formed S256 challenge: 43 base64url characters.
+fn valid_challenge(s: &str) -> bool {
+    s.len() == 43
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// `GET /oauth/authorize`.
+pub async fn start(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
+    let o = oauth(&app);
+    let params = form_pairs(query.as_deref().unwrap_or("").as_bytes());
+    // Until client and redirect URI are trusted, every failure is a page.
+    let all: Vec<(String, String)> =
+        form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    let single = |name: &str| {
+        let mut it = all.iter().filter(|(k, _)| k == name);
+        match (it.next(), it.next()) {
+            (Some((_, v)), None) => Some(v.clone()),
+            _ => None,
+        }
+    };
+    let Some(client_id) = single("client_id") else {
+        return pages::error(
+            StatusCode::BAD_REQUEST,
+            "the request names no client (client_id), or names it twice",
+        );
+    };
+    let client = match app.store.oauth_client(&client_id).await {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return pages::error(
+                StatusCode::BAD_REQUEST,
+                "this application is not registered with Loom (unknown client_id)",
+            );
+        }
+        Err(e) => return server_error(&e),
+    };
+    let Some(redirect_uri) = single("redirect_uri") else {
+        return pages::error(
+            StatusCode::BAD_REQUEST,
+            "the request names no redirect_uri, or names it twice",
+        );
+    };
+    if !redirect_matches(&client.redirect_uris, &redirect_uri) {
+        return pages::error(
+            StatusCode::BAD_REQUEST,
+            "the redirect_uri is not one this application registered",
+        );
+    }
+    let state = single("state");
+    let params = match params {
+        Ok(p) => p,
+        Err(name) => {
+            return redirect_error(
+                o,
+                &redirect_uri,
+                state.as_deref(),
+                "invalid_request",
+                &format!("parameter {name} is repeated"),
+            );
+        }
+    };
+    let err = |error: &str, description: &str| {
+        redirect_error(o, &redirect_uri, state.as_deref(), error, description)
+    };
+    if params.get("response_type").map(String::as_str) != Some("code") {
+        return err("unsupported_response_type", "response_type must be code");
+    }
+    let Some(challenge) = params.get("code_challenge") else {
+        return err(
+            "invalid_request",
+            "PKCE is required: send code_challenge with code_challenge_method=S256",
+        );
+    };
+    if params.get("code_challenge_method").map(String::as_str) != Some("S256") {
+        return err("invalid_request", "code_challenge_method must be S256");
+    }
+    if !valid_challenge(challenge) {
+        return err(
+            "invalid_request",
+            "code_challenge must be 43 base64url characters (S256)",
+        );
+    }
+    let resource = match params.get("resource") {
+        None => o.resource_id.clone(),
+        Some(r) if o.resources().contains(&r.as_str()) => r.clone(),
+        Some(_) => return err("invalid_target", "resource is not served by this server"),
+    };
+    if let Some(scope) = params.get("scope")
+        && !scope
+            .split(' ')
+            .filter(|s| !s.is_empty())
+            .all(|s| s == SCOPE)
+    {
+        return err("invalid_scope", "the only scope is loom");
+    }
+    let csrf = random_token(32);
+    let request = AuthRequestRow {
+        id: random_token(24),
+        client_id: client.client_id.clone(),
+        redirect_uri: redirect_uri.clone(),
+        state,
+        code_challenge: challenge.clone(),
+        resource,
+        scope: SCOPE.to_owned(),
+        csrf_hash: sha256_hex(&csrf),
+        username: None,
+        expires_ms: now_ms() + app.config.oauth_signin_ttl.as_millis() as i64,
+    };
+    if let Err(e) = app.store.oauth_request_add(&request).await {
+        return server_error(&e);
+    }
+    let host = redirect_host(&redirect_uri);
+    let mut r = pages::sign_in(
+        &asking(&client, &redirect_uri, &host),
+        &request.id,
+        &csrf,
+        None,
+    );
+    if let Ok(v) = HeaderValue::from_str(&csrf_cookie(o, &csrf, app.config.oauth_signin_ttl)) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// A request the browser proved it started: the cookie and the form (or
+/// query) carry the same CSRF value, whose hash the request stored.
+async fn bound_request(
+    app: &App,
+    headers: &HeaderMap,
+    request_id: Option<&String>,
+    csrf: Option<&String>,
+) -> Result<(AuthRequestRow, ClientRow, String), Response> {
+    let o = oauth(app);
+    let expired = || {
+        pages::error(
+            StatusCode::BAD_REQUEST,
+            "this sign-in has expired or was already used",
+        )
+    };
+    let Some(request_id) = request_id else {
+        return Err(expired());
+    };
+    let request = match app.store.oauth_request(request_id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return Err(expired()),
+        Err(e) => return Err(server_error(&e)),
+    };
+    let cookie = csrf_from_cookies(o, headers).unwrap_or_default();
+    let sent = csrf.map(String::as_str).unwrap_or_default();
+    if sent.is_empty() || !same(&cookie, sent) || !same(&sha256_hex(sent), &request.csrf_hash) {
+        return Err(pages::error(
+            StatusCode::FORBIDDEN,
+            "this form did not come from the sign-in page this browser opened (CSRF check failed)",
+        ));
+    }
+    let client = match app.store.oauth_client(&request.client_id).await {
+        Ok(Some(c)) => c,
+        Ok(None) => return Err(expired()),
+        Err(e) => return Err(server_error(&e)),
+    };
+    Ok((request, client, sent.to_owned()))
+}
+
+fn read_form(body: &Bytes) -> Result<std::collections::HashMap<String, String>, Box<Response>> {
+    if body.len() > MAX_FORM {
+        return Err(Box::new(pages::error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the form is too large",
+        )));
+    }
+    form_pairs(body).map_err(|name| {
+        Box::new(pages::error(
+            StatusCode::BAD_REQUEST,
+            &format!("the form repeats {name}"),
+        ))
+    })
+}
+
+/// `POST /oauth/authorize/login`: checks the password, then 303 to consent.
+pub async fn login(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    let form = match read_form(&body) {
+        Ok(f) => f,
+        Err(r) => return *r,
+    };
+    let (request, client, csrf) =
+        match bound_request(&app, &headers, form.get("request"), form.get("csrf")).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+    let username = form.get("username").map(|s| s.trim()).unwrap_or_default();
+    let password = form.get("password").map(String::as_str).unwrap_or_default();
+    let user = if username.is_empty() || password.is_empty() {
+        None
+    } else {
+        super::users::sign_in(&app.store, username, password).await
+    };
+    let Some(user) = user else {
+        tracing::info!("oauth sign-in refused");
+        let host = redirect_host(&request.redirect_uri);
+        let mut r = pages::sign_in(
+            &asking(&client, &request.redirect_uri, &host),
+            &request.id,
+            &csrf,
+            Some("Wrong username or password, or the account is disabled."),
+        );
+        *r.status_mut() = StatusCode::UNAUTHORIZED;
+        return r;
+    };
+    if let Err(e) = app
+        .store
+        .oauth_request_signed_in(&request.id, &user.username)
+        .await
+    {
+        return server_error(&e);
+    }
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query.append_pair("request", &request.id);
+    see_other(&format!("/oauth/authorize/consent?{}", query.finish()))
+}
+
+fn signed_in(request: &AuthRequestRow) -> Result<&str, Box<Response>> {
+    request
+        .username
+        .as_deref()
+        .ok_or_else(|| Box::new(pages::error(StatusCode::FORBIDDEN, "sign in first")))
+}
+
+/// `GET /oauth/authorize/consent?request=…`.
+pub async fn consent_page(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let params = match form_pairs(query.as_deref().unwrap_or("").as_bytes()) {
+        Ok(p) => p,
+        Err(name) => {
+            return pages::error(
+                StatusCode::BAD_REQUEST,
+                &format!("the request repeats {name}"),
+            );
+        }
+    };
+    let o = oauth(&app);
+    // The CSRF value comes from the cookie here: a GET carries no form.
+    let cookie = csrf_from_cookies(o, &headers);
+    let (request, client, csrf) =
+        match bound_request(&app, &headers, params.get("request"), cookie.as_ref()).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+    let username = match signed_in(&request) {
+        Ok(u) => u.to_owned(),
+        Err(r) => return *r,
+    };
+    let host = redirect_host(&request.redirect_uri);
+    pages::consent(
+        &asking(&client, &request.redirect_uri, &host),
+        &username,
+        &request.id,
+        &csrf,
+    )
+}
+
+/// `POST /oauth/authorize/consent`: allow (a code) or deny, then 303 to the client.
+pub async fn decide(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    let o = oauth(&app);
+    let form = match read_form(&body) {
+        Ok(f) => f,
+        Err(r) => return *r,
+    };
+    let (request, client, _csrf) =
+        match bound_request(&app, &headers, form.get("request"), form.get("csrf")).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+    let username = match signed_in(&request) {
+        Ok(u) => u.to_owned(),
+        Err(r) => return *r,
+    };
+    // One decision per request, even if the form is posted twice.
+    match app.store.oauth_request_take(&request.id).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return pages::error(
+                StatusCode::BAD_REQUEST,
+                "this sign-in has expired or was already used",
+            );
+        }
+        Err(e) => return server_error(&e),
+    }
+    let state = request.state.as_deref();
+    match form.get("decision").map(String::as_str) {
+        Some("allow") => {}
+        Some("deny") => {
+            return redirect_error(
+                o,
+                &request.redirect_uri,
+                state,
+                "access_denied",
+                "the user denied access",
+            );
+        }
+        _ => return pages::error(StatusCode::BAD_REQUEST, "choose Allow or Deny"),
+    }
+    // The account may have been disabled since it signed in.
+    match app.store.user_get(&username).await {
+        Ok(Some(u)) if !u.disabled => {}
+        Ok(_) => {
+            return redirect_error(
+                o,
+                &request.redirect_uri,
+                state,
+                "access_denied",
+                "the account is disabled",
+            );
+        }
+        Err(e) => return server_error(&e),
+    }
+    let code = random_token(32);
+    let row = CodeRow {
+        code_hash: sha256_hex(&code),
+        client_id: client.client_id.clone(),
+        username,
+        redirect_uri: request.redirect_uri.clone(),
+        code_challenge: request.code_challenge.clone(),
+        resource: request.resource.clone(),
+        scope: request.scope.clone(),
+        family_id: random_token(16),
+        used: false,
+        expires_ms: now_ms() + app.config.oauth_code_ttl.as_millis() as i64,
+    };
+    if let Err(e) = app.store.oauth_code_add(&row).await {
+        return server_error(&e);
+    }
+    back_to_client(o, &request.redirect_uri, state, &[("code", &code)])
+}

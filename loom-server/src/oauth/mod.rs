@@ -1,0 +1,340 @@
+//! OAuth 2.1 sign-in for MCP clients (on with `LOOM_OAUTH_ENABLED=true`),
+//! and the resource-server side of MCP authorization.
+//!
+//! - [`metadata`]: `/.well-known/oauth-authorization-server` and the
+//!   protected-resource metadata at `/.well-known/oauth-protected-resource`
+//!   (resource = the issuer) and `/.well-known/oauth-protected-resource/mcp`
+//!   (resource = [`OAuth::resource_id`], `<issuer>/mcp`);
+//! - [`register`]: dynamic registration of public clients;
+//! - [`authorize`]: the sign-in and consent pages ([`pages`]);
+//! - [`token`]: code exchange and refresh rotation;
+//! - [`users`]: password users (`loom user add`, `loom user disable`).
+//!
+//! Issuer and resource come from `LOOM_OAUTH_ISSUER`, never from a request's
+//! `Host`. Access tokens are ordinary Loom JWTs for the signed-in user whose
+//! audience is the resource they were requested for; [`audiences`] lists the
+//! ones the token check accepts beside `LOOM_JWT_AUDIENCE`.
+//!
+//! For the transports: [`challenge`] is the `WWW-Authenticate` value of a
+//! 401; with OAuth on it carries `resource_metadata="<issuer>/.well-known/
+//! oauth-protected-resource/mcp"` so a client can discover where to sign in.
+
+pub mod authorize;
+pub mod metadata;
+pub mod pages;
+pub mod register;
+pub mod token;
+pub mod users;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sha2::{Digest, Sha256};
+
+use crate::app::App;
+use crate::config::Config;
+use crate::pipeline::auth::{CHALLENGE, CHALLENGE_INVALID};
+
+/// The only scope Loom grants: access as the signed-in user. Roles and
+/// namespaces come from the user's account, not from scopes.
+pub const SCOPE: &str = "loom";
+
+/// The path of the MCP endpoint, whose URL is the resource id.
+pub const MCP_PATH: &str = "/mcp";
+
+/// What OAuth needs at run time, derived once from the configuration.
+#[derive(Debug)]
+pub struct OAuth {
+    /// `LOOM_OAUTH_ISSUER` without a trailing slash.
+    pub issuer: String,
+    /// `<issuer>/mcp`: the protected-resource metadata's `resource` and the
+    /// `aud` of the tokens issued for it.
+    pub resource_id: String,
+    /// Where the protected-resource metadata of [`OAuth::resource_id`] is served.
+    pub resource_metadata_url: String,
+    challenge_missing: &'static str,
+    challenge_invalid: &'static str,
+    register_window: Mutex<(Instant, u32)>,
+    secure_cookies: bool,
+}
+
+impl OAuth {
+    /// From a configuration that passed [`check_config`]; `None` with OAuth off.
+    pub fn from_config(config: &Config) -> Option<Arc<OAuth>> {
+        if !config.oauth_enabled {
+            return None;
+        }
+        let issuer = config.oauth_issuer.clone()?;
+        let resource_id = format!("{issuer}{MCP_PATH}");
+        let resource_metadata_url =
+            format!("{issuer}/.well-known/oauth-protected-resource{MCP_PATH}");
+        // Built once per server and kept for its life: the transports hand
+        // challenges around as `&'static str`.
+        let challenge_missing: &'static str = Box::leak(
+            format!("{CHALLENGE}, resource_metadata=\"{resource_metadata_url}\"").into_boxed_str(),
+        );
+        let challenge_invalid: &'static str = Box::leak(
+            format!("{CHALLENGE_INVALID}, resource_metadata=\"{resource_metadata_url}\"")
+                .into_boxed_str(),
+        );
+        Some(Arc::new(OAuth {
+            secure_cookies: issuer.starts_with("https://"),
+            issuer,
+            resource_id,
+            resource_metadata_url,
+            challenge_missing,
+            challenge_invalid,
+            register_window: Mutex::new((Instant::now(), 0)),
+        }))
+    }
+
+    /// The resources a client may ask a token for (RFC 8707 `resource`):
+    /// the MCP endpoint (the default) and the whole server (the issuer, the
+    /// `resource` of the root protected-resource metadata).
+    pub fn resources(&self) -> [&str; 2] {
+        [self.resource_id.as_str(), self.issuer.as_str()]
+    }
+
+    /// Takes one registration from the server-wide per-minute allowance;
+    /// `Err(wait)` when it is spent.
+    fn take_registration(&self, per_min: u32) -> Result<(), Duration> {
+        let mut w = self
+            .register_window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        if now.duration_since(w.0) >= Duration::from_secs(60) {
+            *w = (now, 0);
+        }
+        if w.1 >= per_min {
+            return Err(Duration::from_secs(60).saturating_sub(now.duration_since(w.0)));
+        }
+        w.1 += 1;
+        Ok(())
+    }
+}
+
+/// The `WWW-Authenticate` value of a 401: `invalid_token` when a bearer was
+/// sent and refused, none when no bearer was sent. With OAuth on it also
+/// names the protected-resource metadata (`resource_metadata="…"`, RFC 9728
+/// §5.1), which is how an MCP client finds where to sign in. Both `/v1` and
+/// `/mcp` answer with it.
+pub fn challenge(app: &App, invalid_token: bool) -> &'static str {
+    match (&app.oauth, invalid_token) {
+        (Some(o), false) => o.challenge_missing,
+        (Some(o), true) => o.challenge_invalid,
+        (None, false) => CHALLENGE,
+        (None, true) => CHALLENGE_INVALID,
+    }
+}
+
+/// The audiences the token check accepts besides `LOOM_JWT_AUDIENCE`:
+/// with OAuth on, `<issuer>/mcp` and `<issuer>`.
+pub fn audiences(config: &Config) -> Vec<String> {
+    match (&config.oauth_issuer, config.oauth_enabled) {
+        (Some(issuer), true) => vec![format!("{issuer}{MCP_PATH}"), issuer.clone()],
+        _ => Vec::new(),
+    }
+}
+
+/// Whether `host` (as in a URL: brackets allowed) is a loopback name or address.
+pub fn loopback_host(host: &str) -> bool {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    h.eq_ignore_ascii_case("localhost") || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Refuses an OAuth configuration that must not start: no issuer, an issuer
+/// that is not a bare `https://` origin (`http://` only on a loopback host),
+/// or a sign-in provider this build does not offer.
+pub fn check_config(config: &Config) -> Result<(), String> {
+    let Some(issuer) = &config.oauth_issuer else {
+        return Err(
+            "LOOM_OAUTH_ENABLED=true needs LOOM_OAUTH_ISSUER, the public https:// base URL of this server"
+                .into(),
+        );
+    };
+    let bad = |why: &str| Err(format!("LOOM_OAUTH_ISSUER={issuer:?} is not valid: {why}"));
+    let Ok(url) = url::Url::parse(issuer) else {
+        return bad("expected an absolute URL such as https://loom.example.com");
+    };
+    if !matches!(url.scheme(), "https" | "http") {
+        return bad("expected an https:// URL");
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return bad("expected a base URL with no path, query or fragment");
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return bad("a URL with credentials cannot be an issuer");
+    }
+    let host = url.host_str().unwrap_or_default();
+    if url.scheme() == "http" && !loopback_host(host) {
+        return bad("a server reachable beyond this machine must use https://");
+    }
+    if !config.auth_required {
+        return Err("LOOM_OAUTH_ENABLED=true needs LOOM_AUTH_REQUIRED=true".into());
+    }
+    match config.oauth_login_provider.as_str() {
+        "password" => Ok(()),
+        "oidc" => Err(
+            "LOOM_OAUTH_LOGIN_PROVIDER=oidc is not available in this build; use password".into(),
+        ),
+        other => Err(format!(
+            "LOOM_OAUTH_LOGIN_PROVIDER={other:?} is not valid: expected password"
+        )),
+    }
+}
+
+/// The OAuth routes (empty with OAuth off).
+pub fn routes(app: Arc<App>) -> Router {
+    if app.oauth.is_none() {
+        return Router::new();
+    }
+    Router::new()
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(metadata::authorization_server),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(metadata::protected_resource_root),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(metadata::protected_resource_mcp),
+        )
+        .route("/oauth/register", post(register::register))
+        .route("/oauth/authorize", get(authorize::start))
+        .route("/oauth/authorize/login", post(authorize::login))
+        .route(
+            "/oauth/authorize/consent",
+            get(authorize::consent_page).post(authorize::decide),
+        )
+        .route("/oauth/token", post(token::token))
+        .with_state(app)
+}
+
+/// `n` random bytes as unpadded base64url.
+pub fn random_token(n: usize) -> String {
+    let bytes: Vec<u8> = (0..n).map(|_| rand::random::<u8>()).collect();
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// SHA-256 as lowercase hex: how codes, refresh tokens and CSRF values are stored.
+pub fn sha256_hex(s: &str) -> String {
+    hex::encode(Sha256::digest(s.as_bytes()))
+}
+
+/// The S256 code challenge of a verifier.
+pub fn s256(verifier: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+/// Byte comparison whose time does not depend on where the inputs differ.
+pub fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// Decodes `application/x-www-form-urlencoded` pairs (a query string or a
+/// form body); `Err(name)` when a parameter repeats (OAuth 2.1 §3.1).
+pub fn form_pairs(raw: &[u8]) -> Result<HashMap<String, String>, String> {
+    let mut out = HashMap::new();
+    for (k, v) in form_urlencoded::parse(raw) {
+        if out.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(k.into_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// Adds the headers every OAuth answer carries: never cached.
+pub fn no_store(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// An RFC 6749 §5.2 error: `{"error", "error_description"}`.
+pub fn json_error(status: StatusCode, error: &str, description: &str) -> Response {
+    no_store(
+        (
+            status,
+            axum::Json(serde_json::json!({"error": error, "error_description": description})),
+        )
+            .into_response(),
+    )
+}
+
+/// The name of the browser cookie binding a sign-in to its CSRF value:
+/// `__Host-` prefixed (Secure, host-only, path `/`) behind https.
+fn cookie_name(oauth: &OAuth) -> &'static str {
+    if oauth.secure_cookies {
+        "__Host-loom_oauth"
+    } else {
+        "loom_oauth"
+    }
+}
+
+/// The `Set-Cookie` value carrying a sign-in's CSRF value.
+pub fn csrf_cookie(oauth: &OAuth, value: &str, max_age: Duration) -> String {
+    let secure = if oauth.secure_cookies { "; Secure" } else { "" };
+    format!(
+        "{}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
+        cookie_name(oauth),
+        max_age.as_secs()
+    )
+}
+
+/// The CSRF value from the request's cookies.
+pub fn csrf_from_cookies(oauth: &OAuth, headers: &axum::http::HeaderMap) -> Option<String> {
+    let name = cookie_name(oauth);
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s256_matches_rfc_7636_appendix_b() {
+        assert_eq!(
+            s256("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+    }
+
+    #[test]
+    fn repeated_parameters_are_refused() {
+        assert_eq!(form_pairs(b"a=1&b=2").unwrap().len(), 2);
+        assert_eq!(form_pairs(b"a=1&a=2").unwrap_err(), "a");
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for h in ["127.0.0.1", "[::1]", "localhost", "127.1.2.3"] {
+            assert!(loopback_host(h), "{h}");
+        }
+        for h in ["example.com", "10.0.0.1", "localhost.example.com"] {
+            assert!(!loopback_host(h), "{h}");
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! `POST /oauth/register`: dynamic client registration (RFC 7591) of public
+//! clients only. A redirect URI must be absolute and fragment-free, and be
+//! `https`, `http` to a loopback host, or an app scheme (`cursor://…`);
+//! `javascript:`, `data:`, `file:` and other schemes a browser would run or
+//! read locally are refused. Unknown metadata is ignored. Registrations are
+//! limited server-wide to `LOOM_OAUTH_REGISTER_PER_MIN` a minute (the
+//! endpoint is unauthenticated, and a per-address limit would need to trust
+//! a proxy's forwarding header).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use loom_ops::store::{ClientRow, now_ms};
+use serde_json::{Value, json};
+
+use super::{json_error, loopback_host, no_store, random_token};
+use crate::app::App;
+
+/// The largest registration body accepted.
+const MAX_BODY: usize = 64 * 1024;
+/// The most redirect URIs one client may register.
+const MAX_REDIRECT_URIS: usize = 10;
+/// Schemes never accepted as a redirect: they run script, read local data
+/// or leave the browser's control.
+const DENIED_SCHEMES: &[&str] = &[
+    "javascript",
+    "data",
+    "file",
+    "vbscript",
+    "about",
+    "blob",
+    "filesystem",
+    "view-source",
+    "ws",
+    "wss",
+    "ftp",
+    "mailto",
+    "chrome",
+    "chrome-extension",
+];
+
+/// Why a redirect URI is refused, or `Ok` when it may be registered.
+pub fn check_redirect_uri(raw: &str) -> Result<(), String> {
+    if raw.contains('#') {
+        return Err("must not contain a fragment".into());
+    }
+    if raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("must not contain spaces or control characters".into());
+    }
+    let url = url::Url::parse(raw).map_err(|_| "must be an absolute URI".to_owned())?;
+    let scheme = url.scheme();
+    if DENIED_SCHEMES.contains(&scheme) {
+        return Err(format!("the {scheme}: scheme is not allowed"));
+    }
+    match scheme {
+        "https" | "http" => {
+            let host = url.host_str().unwrap_or_default();
+            if host.is_empty() {
+                return Err("must name a host".into());
+            }
+            if !url.username().is_empty() || url.password().is_some() {
+                return Err("must not carry credentials".into());
+            }
+            if scheme == "http" && !loopback_host(host) {
+                return Err("http is allowed only to a loopback host (127.0.0.1, [::1], localhost); use https".into());
+            }
+            Ok(())
+        }
+        // An app's own scheme (RFC 8252 §7.1): the URL parser already
+        // required a valid scheme name.
+        _ => Ok(()),
+    }
+}
+
+fn string_list(v: &Value) -> Option<Vec<String>> {
+    v.as_array()?
+        .iter()
+        .map(|x| x.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn bad_metadata(description: &str) -> Response {
+    json_error(
+        StatusCode::BAD_REQUEST,
+        "invalid_client_metadata",
+        description,
+    )
+}
+
+/// `POST /oauth/register`.
+pub async fn register(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    let Some(oauth) = app.oauth.as_deref() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    if let Err(wait) = oauth.take_registration(app.config.oauth_register_per_min) {
+        let mut r = json_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "temporarily_unavailable",
+            "too many client registrations; retry later",
+        );
+        r.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(wait.as_secs().max(1)),
+        );
+        return r;
+    }
+    if body.len() > MAX_BODY {
+        return bad_metadata("the registration body is too large");
+    }
+    let Ok(meta) = serde_json::from_slice::<Value>(&body) else {
+        return bad_metadata("the body must be a JSON object");
+    };
+    if !meta.is_object() {
+        return bad_metadata("the body must be a JSON object");
+    }
+    let Some(redirect_uris) = meta.get("redirect_uris").and_then(string_list) else {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_redirect_uri",
+            "redirect_uris must be a non-empty array of strings",
+        );
+    };
+    if redirect_uris.is_empty() || redirect_uris.len() > MAX_REDIRECT_URIS {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_redirect_uri",
+            &format!("register 1 to {MAX_REDIRECT_URIS} redirect URIs"),
+        );
+    }
+    for uri in &redirect_uris {
+        if let Err(why) = check_redirect_uri(uri) {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_redirect_uri",
+                &format!("redirect URI {uri:?} {why}"),
+            );
+        }
+    }
+    match meta.get("token_endpoint_auth_method") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(m)) if m == "none" => {}
+        Some(_) => {
+            return bad_metadata(
+                "only public clients are registered: token_endpoint_auth_method must be none",
+            );
+        }
+    }
+    let grant_types = match meta.get("grant_types") {
+        None | Some(Value::Null) => {
+            vec!["authorization_code".to_owned(), "refresh_token".to_owned()]
+        }
+        Some(v) => match string_list(v) {
+            Some(g)
+                if g.iter().any(|x| x == "authorization_code")
+                    && g.iter()
+                        .all(|x| x == "authorization_code" || x == "refresh_token") =>
+            {
+                g
+            }
+            _ => {
+                return bad_metadata(
+                    "grant_types must include authorization_code and may add only refresh_token",
+                );
+            }
+        },
+    };
+    match meta.get("response_types") {
+        None | Some(Value::Null) => {}
+        Some(v) if string_list(v).is_some_and(|r| r == ["code"]) => {}
+        Some(_) => return bad_metadata("response_types must be [\"code\"]"),
+    }
+    let client_name = match meta.get("client_name") {
+        None | Some(Value::Null) => "an unnamed client".to_owned(),
+        Some(Value::String(n)) if !n.trim().is_empty() && n.chars().count() <= 200 => {
+            n.trim().to_owned()
+        }
+        Some(_) => return bad_metadata("client_name must be a string of 1 to 200 characters"),
+    };
+    let client = ClientRow {
+        client_id: random_token(24),
+        client_name,
+        redirect_uris,
+        created_ms: now_ms(),
+    };
+    if let Err(e) = app.store.oauth_client_add(&client).await {
+        tracing::error!(
+            cause = e.internal_message().unwrap_or(e.message()),
+            "client registration failed"
+        );
+        return json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "the client could not be stored",
+        );
+    }
+    no_store(
+        (
+            StatusCode::CREATED,
+            axum::Json(json!({
+                "client_id": client.client_id,
+                "client_id_issued_at": client.created_ms / 1000,
+                "client_name": client.client_name,
+                "redirect_uris": client.redirect_uris,
+                "grant_types": grant_types,
+                "response_types": ["code"],
+                "token_endpoint_auth_method": "none",
+            })),
+        )
+            .into_response(),
+    )
+}
+
+/// Whether `sent` matches one of a client's registered redirect URIs:
+/// byte-for-byte, except that the port of an `http` loopback IP literal
+/// (127.0.0.1, [::1]) may differ (RFC 8252 §7.3).
+pub fn redirect_matches(registered: &[String], sent: &str) -> bool {
+    if registered.iter().any(|r| r == sent) {
+        return true;
+    }
+    let Ok(s) = url::Url::parse(sent) else {
+        return false;
+    };
+    let loopback_ip = |u: &url::Url| {
+        u.scheme() == "http" && matches!(u.host(), Some(url::Host::Ipv4(ip)) if ip.is_loopback())
+            || u.scheme() == "http"
+                && matches!(u.host(), Some(url::Host::Ipv6(ip)) if ip.is_loopback())
+    };
+    if !loopback_ip(&s) || sent.contains('#') {
+        return false;
+    }
+    registered.iter().any(|r| {
+        url::Url::parse(r).is_ok_and(|mut r| {
+            let mut s = s.clone();
+            loopback_ip(&r)
+                && r.set_port(None).is_ok()
+                && s.set_port(None).is_ok()
+                && r.as_str() == s.as_str()
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirect_uri_rules() {
+        for ok in [
+            "https://app.example.com/cb",
+            "http://127.0.0.1:33418/callback",
+            "http://[::1]/cb",
+            "http://localhost:8000/cb",
+            "cursor://anysphere.cursor-retrieval/oauth/callback",
+            "com.example.app:/oauth2redirect",
+        ] {
+            assert!(check_redirect_uri(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "javascript:alert(1)",
+            "data:text/html,hi",
+            "file:///etc/passwd",
+            "vbscript:msgbox",
+            "http://example.com/cb",
+            "https://app.example.com/cb#frag",
+            "https://app.example.com/cb#",
+            "/relative/cb",
+            "https://user:pw@app.example.com/cb",
+            "",
+        ] {
+            assert!(check_redirect_uri(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_a_loopback_ip_port_may_vary() {
+        let reg = vec![
+            "http://127.0.0.1/cb".to_owned(),
+            "http://localhost:9000/cb".to_owned(),
+            "https://app.example.com/cb".to_owned(),
+        ];
+        assert!(redirect_matches(&reg, "http://127.0.0.1:51234/cb"));
+        assert!(redirect_matches(&reg, "https://app.example.com/cb"));
+        assert!(!redirect_matches(&reg, "http://127.0.0.1:51234/cb2"));
+        assert!(!redirect_matches(&reg, "http://localhost:9001/cb"));
+        assert!(!redirect_matches(&reg, "https://app.example.com/cb/"));
+        assert!(!redirect_matches(&reg, "https://app.example.com:444/cb"));
+        assert!(!redirect_matches(&reg, "https://app.example.com/CB"));
+    }
+}

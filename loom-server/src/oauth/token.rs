@@ -1,0 +1,339 @@
+//! `POST /oauth/token`: the authorization-code and refresh-token grants for
+//! public clients (no client secret; PKCE S256 on every code).
+//!
+//! - The body must be `application/x-www-form-urlencoded`, and no parameter
+//!   may repeat.
+//! - A code is single use and lives `LOOM_OAUTH_CODE_TTL_SECS` (60 s). The
+//!   first exchange attempt burns it, whatever its outcome (a wrong verifier
+//!   included); a second use answers `invalid_grant` and revokes every
+//!   token issued from it (its refresh family and their access tokens).
+//! - A refresh token names the client it was issued to, rotates on every
+//!   use and lapses after `LOOM_OAUTH_REFRESH_TTL_SECS` unused. Presenting
+//!   a rotated token again (a replay, or two refreshes racing) revokes the
+//!   whole family. Each refresh re-reads the account: a disabled one gets
+//!   `invalid_grant` (and its family is revoked), and role, org, namespaces
+//!   and platform-admin status (`LOOM_PLATFORM_ADMINS`) are derived afresh.
+//! - `resource`, when sent, must be the one the grant is bound to
+//!   (`invalid_target`); `scope` may only repeat `loom` (`invalid_scope`).
+//! - Answers carry `Cache-Control: no-store`; errors are RFC 6749 §5.2 JSON.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use loom_core::LoomError;
+use loom_ops::store::{RefreshRow, UserRow, now_ms};
+use serde_json::json;
+
+use super::{SCOPE, json_error, no_store, random_token, s256, same, sha256_hex};
+use crate::app::App;
+use crate::tokens::MintSpec;
+
+const MAX_BODY: usize = 16 * 1024;
+
+fn invalid_request(d: &str) -> Response {
+    json_error(StatusCode::BAD_REQUEST, "invalid_request", d)
+}
+
+fn invalid_grant(d: &str) -> Response {
+    json_error(StatusCode::BAD_REQUEST, "invalid_grant", d)
+}
+
+fn server_error(e: &LoomError) -> Response {
+    tracing::error!(
+        cause = e.internal_message().unwrap_or(e.message()),
+        "oauth token call failed"
+    );
+    json_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "server_error",
+        "the server could not complete the request",
+    )
+}
+
+/// Whether `v` is a PKCE verifier: 43 to 128 unreserved characters (RFC 7636 §4.1).
+fn valid_verifier(v: &str) -> bool {
+    (43..=128).contains(&v.len())
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+}
+
+/// The refusal of a `scope` other than `loom`, if any.
+fn scope_refusal(form: &HashMap<String, String>) -> Option<Response> {
+    match form.get("scope") {
+        Some(s) if !s.split(' ').filter(|x| !x.is_empty()).all(|x| x == SCOPE) => Some(json_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_scope",
+            "the only scope is loom",
+        )),
+        _ => None,
+    }
+}
+
+/// The refusal of a `resource` other than the one the grant is bound to, if any.
+fn resource_refusal(form: &HashMap<String, String>, bound: &str) -> Option<Response> {
+    match form.get("resource") {
+        Some(r) if r != bound => Some(json_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_target",
+            "resource is not the one this grant is bound to",
+        )),
+        _ => None,
+    }
+}
+
+/// `POST /oauth/token`.
+pub async fn token(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    let form_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| {
+            v.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        });
+    if !form_type {
+        return invalid_request("the body must be application/x-www-form-urlencoded");
+    }
+    if body.len() > MAX_BODY {
+        return invalid_request("the body is too large");
+    }
+    let form = match super::form_pairs(&body) {
+        Ok(f) => f,
+        Err(name) => return invalid_request(&format!("parameter {name} is repeated")),
+    };
+    let Some(client_id) = form.get("client_id").filter(|c| !c.is_empty()) else {
+        return invalid_request(
+            "client_id is required (public clients identify themselves with it)",
+        );
+    };
+    match app.store.oauth_client(client_id).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return json_error(
+                StatusCode::UNAUTHORIZED,
+                "invalid_client",
+                "unknown client_id",
+            );
+        }
+        Err(e) => return server_error(&e),
+    }
+    match form.get("grant_type").map(String::as_str) {
+        Some("authorization_code") => exchange_code(&app, client_id, &form).await,
+        Some("refresh_token") => refresh(&app, client_id, &form).await,
+        Some(_) => json_error(
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+            "grant_type must be authorization_code or refresh_token",
+        ),
+        None => invalid_request("grant_type is required"),
+    }
+}
+
+/// Revokes a family and tells this replica's revocation list at once
+/// (the others reload within `LOOM_REVOCATION_REFRESH_SECS`).
+async fn revoke_family(app: &App, family_id: &str) {
+    match app.store.oauth_family_revoke(family_id).await {
+        Ok(n) => {
+            tracing::warn!(
+                revoked_access_tokens = n,
+                "oauth grant revoked after reuse or a disabled account"
+            );
+            if let Err(e) = app.revocations.refresh(&app.store).await {
+                tracing::error!(
+                    cause = e.internal_message().unwrap_or(e.message()),
+                    "revocation reload failed"
+                );
+            }
+        }
+        Err(e) => {
+            tracing::error!(
+                cause = e.internal_message().unwrap_or(e.message()),
+                "oauth family revocation failed"
+            );
+        }
+    }
+}
+
+async fn exchange_code(app: &App, client_id: &str, form: &HashMap<String, String>) -> Response {
+    let Some(code) = form.get("code").filter(|c| !c.is_empty()) else {
+        return invalid_request("code is required");
+    };
+    let Some(redirect_uri) = form.get("redirect_uri") else {
+        return invalid_request("redirect_uri is required");
+    };
+    let Some(verifier) = form.get("code_verifier") else {
+        return invalid_request("code_verifier is required (PKCE)");
+    };
+    if let Some(r) = scope_refusal(form) {
+        return r;
+    }
+    let hash = sha256_hex(code);
+    let row = match app.store.oauth_code(&hash).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return invalid_grant("the code is not valid"),
+        Err(e) => return server_error(&e),
+    };
+    match app.store.oauth_code_claim(&hash).await {
+        Ok(true) => {}
+        Ok(false) => {
+            revoke_family(app, &row.family_id).await;
+            return invalid_grant(
+                "the code was already used; the tokens issued from it are revoked",
+            );
+        }
+        Err(e) => return server_error(&e),
+    }
+    if row.expires_ms < now_ms() {
+        return invalid_grant("the code has expired");
+    }
+    if row.client_id != client_id {
+        return invalid_grant("the code was issued to another client");
+    }
+    if &row.redirect_uri != redirect_uri {
+        return invalid_grant("redirect_uri differs from the authorization request");
+    }
+    if !valid_verifier(verifier) {
+        return invalid_request("code_verifier must be 43 to 128 unreserved characters");
+    }
+    if !same(&s256(verifier), &row.code_challenge) {
+        return invalid_grant("code_verifier does not match the code_challenge");
+    }
+    if let Some(r) = resource_refusal(form, &row.resource) {
+        return r;
+    }
+    let user = match app.store.user_get(&row.username).await {
+        Ok(Some(u)) if !u.disabled => u,
+        Ok(_) => return invalid_grant("the account is disabled"),
+        Err(e) => return server_error(&e),
+    };
+    issue(
+        app,
+        &user,
+        client_id,
+        &row.resource,
+        &row.scope,
+        &row.family_id,
+    )
+    .await
+}
+
+async fn refresh(app: &App, client_id: &str, form: &HashMap<String, String>) -> Response {
+    let Some(token) = form.get("refresh_token").filter(|t| !t.is_empty()) else {
+        return invalid_request("refresh_token is required");
+    };
+    if let Some(r) = scope_refusal(form) {
+        return r;
+    }
+    let hash = sha256_hex(token);
+    let row = match app.store.oauth_refresh(&hash).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return invalid_grant("the refresh token is not valid"),
+        Err(e) => return server_error(&e),
+    };
+    if row.revoked {
+        return invalid_grant("the refresh token was revoked");
+    }
+    if row.client_id != client_id {
+        return invalid_grant("the refresh token was issued to another client");
+    }
+    if row.rotated {
+        revoke_family(app, &row.family_id).await;
+        return invalid_grant("the refresh token was already used; the grant is revoked");
+    }
+    if row.expires_ms < now_ms() {
+        return invalid_grant("the refresh token has expired");
+    }
+    if let Some(r) = resource_refusal(form, &row.resource) {
+        return r;
+    }
+    let user = match app.store.user_get(&row.username).await {
+        Ok(Some(u)) if !u.disabled => u,
+        Ok(_) => {
+            revoke_family(app, &row.family_id).await;
+            return invalid_grant("the account is disabled");
+        }
+        Err(e) => return server_error(&e),
+    };
+    match app.store.oauth_refresh_rotate(&hash).await {
+        Ok(true) => {}
+        Ok(false) => {
+            revoke_family(app, &row.family_id).await;
+            return invalid_grant("the refresh token was already used; the grant is revoked");
+        }
+        Err(e) => return server_error(&e),
+    }
+    issue(
+        app,
+        &user,
+        client_id,
+        &row.resource,
+        &row.scope,
+        &row.family_id,
+    )
+    .await
+}
+
+/// Mints an access token for `user` (audience `resource`) and a refresh
+/// token in `family`; roles and namespaces come from the account as it is now.
+async fn issue(
+    app: &App,
+    user: &UserRow,
+    client_id: &str,
+    resource: &str,
+    scope: &str,
+    family: &str,
+) -> Response {
+    let ttl = app.config.oauth_access_ttl.as_secs();
+    let spec = MintSpec {
+        org: user.org.clone(),
+        subject: user.username.clone(),
+        role: user.role,
+        namespaces: user.namespaces.clone(),
+        ttl_secs: ttl,
+        platform_admin: app.config.platform_admins.contains(&user.username),
+        consumer: Some(format!("oauth:{client_id}")),
+    };
+    let (access, claims) = match app.keys.mint_for_audience(spec, resource) {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::error!(cause = %e, "cannot mint an access token");
+            return json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "the token could not be issued",
+            );
+        }
+    };
+    let refresh = random_token(32);
+    let now = now_ms();
+    let row = RefreshRow {
+        token_hash: sha256_hex(&refresh),
+        family_id: family.to_owned(),
+        client_id: client_id.to_owned(),
+        username: user.username.clone(),
+        resource: resource.to_owned(),
+        scope: scope.to_owned(),
+        access_jti: claims.jti.clone(),
+        access_exp_ms: (claims.exp as i64).saturating_mul(1000),
+        rotated: false,
+        revoked: false,
+        expires_ms: now + app.config.oauth_refresh_ttl.as_millis() as i64,
+    };
+    if let Err(e) = app.store.oauth_refresh_add(&row).await {
+        return server_error(&e);
+    }
+    no_store(
+        axum::Json(json!({
+            "access_token": access,
+            "token_type": "Bearer",
+            "expires_in": ttl,
+            "refresh_token": refresh,
+            "scope": scope,
+        }))
+        .into_response(),
+    )
+}
