@@ -9,5 +9,7 @@
 //! `tools/call` with `_idempotency_key`) can run the same scenarios by
 //! adding one variant.
 
+mod fuzz;
+mod hostile;
 mod wire;
 mod writers;
