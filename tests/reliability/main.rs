@@ -11,5 +11,6 @@
 
 mod fuzz;
 mod hostile;
+mod isolation;
 mod wire;
 mod writers;
