@@ -12,5 +12,6 @@
 mod fuzz;
 mod hostile;
 mod isolation;
+mod replicas;
 mod wire;
 mod writers;
