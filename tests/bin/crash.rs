@@ -143,15 +143,16 @@ async fn writer(
     }
 }
 
-async fn verify(
+/// Reads `key`, retrying (bounded) an answer that is not 200 or 404 the way
+/// a client honouring `retryable` would: (status, content, version, retries).
+async fn read(
+    client: &reqwest::Client,
     base: &str,
     token: &str,
-    acked: &HashMap<String, Acked>,
-    in_flight: &HashMap<String, String>,
-) -> (usize, Vec<String>) {
-    let client = reqwest::Client::new();
-    let mut lost = Vec::new();
-    for (key, a) in acked {
+    key: &str,
+) -> (u16, String, i64, usize) {
+    let mut tries = 0;
+    loop {
         let r = client
             .post(format!("{base}/v1/memory.get"))
             .bearer_auth(token)
@@ -159,21 +160,58 @@ async fn verify(
             .send()
             .await
             .expect("memory.get");
-        let status = r.status();
+        let status = r.status().as_u16();
         let b: Value = r.json().await.unwrap_or(Value::Null);
-        let content = b["content"].as_str().unwrap_or("");
-        let version = b["version"].as_i64().unwrap_or(0);
+        if status == 200 || status == 404 || tries == 5 {
+            let content = b["content"].as_str().unwrap_or("").to_owned();
+            return (status, content, b["version"].as_i64().unwrap_or(0), tries);
+        }
+        tries += 1;
+    }
+}
+
+/// What one verification found.
+#[derive(Default)]
+struct Verdict {
+    checked: usize,
+    /// Read back with another content or version, or not found.
+    lost: Vec<String>,
+    /// Still refused (5xx) after the retries: not known to be lost, checked again next round.
+    unreadable: Vec<String>,
+    /// Reads that needed a retry.
+    retried: usize,
+}
+
+async fn verify(
+    base: &str,
+    token: &str,
+    acked: &HashMap<String, Acked>,
+    in_flight: &HashMap<String, String>,
+) -> Verdict {
+    let client = reqwest::Client::new();
+    let mut v = Verdict {
+        checked: acked.len(),
+        ..Verdict::default()
+    };
+    for (key, a) in acked {
+        let (status, content, version, tries) = read(&client, base, token, key).await;
+        v.retried += usize::from(tries > 0);
+        if status != 200 && status != 404 {
+            v.unreadable
+                .push(format!("{key}: {status} after {tries} retries"));
+            continue;
+        }
         let exact = status == 200 && content == a.content && version == a.version;
         // the write in flight at the kill may have committed: one version on
-        let next = in_flight.get(key).is_some_and(|c| c == content) && version == a.version + 1;
+        let next = in_flight.get(key).is_some_and(|c| *c == content) && version == a.version + 1;
         if !(exact || next) {
-            lost.push(format!(
+            v.lost.push(format!(
                 "{key}: acknowledged v{} {:?}, read {status} v{version} {content:?}",
                 a.version, a.content
             ));
         }
     }
-    (acked.len(), lost)
+    v
 }
 
 async fn fresh_pg_schema(url: &str) -> String {
@@ -216,6 +254,7 @@ async fn main() {
     let mut ready_times = vec![first];
     let mut total_writes = 0;
     let mut lost_total = Vec::new();
+    let mut unreadable_total = 0;
     let mut rng = rand::rng();
     for round in 0..kills {
         let base = format!("http://127.0.0.1:{}", server.port);
@@ -248,13 +287,21 @@ async fn main() {
         ready_times.push(ready);
         let base = format!("http://127.0.0.1:{}", server.port);
         let all: HashMap<String, Acked> = known.iter().flat_map(|m| m.clone()).collect();
-        let (checked, lost) = verify(&base, &token, &all, &in_flight).await;
+        let verdict = verify(&base, &token, &all, &in_flight).await;
         println!(
-            "kill {:>2}: {checked} keys checked, {} lost, restart to ready {} ms",
+            "kill {:>2}: {} keys checked, {} lost, {} unreadable, {} reads retried, restart to ready {} ms",
             round + 1,
-            lost.len(),
+            verdict.checked,
+            verdict.lost.len(),
+            verdict.unreadable.len(),
+            verdict.retried,
             ready.as_millis()
         );
+        unreadable_total += verdict.unreadable.len();
+        for u in verdict.unreadable.iter().take(3) {
+            println!("  unreadable {u}");
+        }
+        let lost = verdict.lost;
         // a write in flight that did commit is now the acknowledged state
         for (id, m) in known.iter_mut().enumerate() {
             for (key, a) in m.iter_mut() {
@@ -281,7 +328,8 @@ async fn main() {
     let mut ms: Vec<u128> = ready_times.iter().map(Duration::as_millis).collect();
     ms.sort_unstable();
     println!(
-        "backend {}: {kills} kills, {writers} writers, acknowledged {total_writes}, lost {}",
+        "backend {}: {kills} kills, {writers} writers, acknowledged {total_writes}, lost {} \
+         ({unreadable_total} reads still refused after retries, checked again the next round)",
         if url.starts_with("postgres") {
             "postgres"
         } else {
