@@ -46,6 +46,16 @@ mod testing {
         Ok(Echo { n: input.n })
     }
 
+    /// Released by the test to let `testing.late` finish.
+    pub static LATE: Semaphore = Semaphore::const_new(0);
+
+    /// Waits until the test opens its own gate.
+    #[loom_op(role = "viewer", idempotent)]
+    async fn late(_cx: &OpCx, input: Empty) -> OpResult<Echo> {
+        LATE.acquire().await.expect("gate").forget();
+        Ok(Echo { n: input.n })
+    }
+
     /// Not idempotent.
     #[loom_op(role = "writer")]
     async fn bump(_cx: &OpCx, input: Empty) -> OpResult<Echo> {
@@ -149,6 +159,60 @@ async fn a_duplicate_while_the_first_call_runs_is_409_then_the_answer_replays() 
             )
             .await;
         assert_eq!((a.status, &a.text), (200, &first_body), "{n}");
+        assert_eq!(a.header("idempotent-replayed"), Some("true"), "{n}");
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_call_whose_client_went_away_still_finishes_and_stores_its_answer() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let token = t.token("default", "ana", Role::Viewer, &[]);
+        let first = {
+            let request = t
+                .request("testing.late", Some(&token))
+                .header("idempotency-key", "k-gone")
+                .json(&json!({"n": 9}));
+            tokio::spawn(async move { request.send().await })
+        };
+        let state = "SELECT COUNT(*) FROM idempotency_keys WHERE idem_key = 'k-gone' AND state = ";
+        let mut claimed = false;
+        for _ in 0..500 {
+            if t.count(&format!("{state}'in_flight'")).await == 1 {
+                claimed = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(claimed, "{n}: the first call never claimed its key");
+        // the client gives up: its connection closes while the call runs
+        first.abort();
+        let _ = first.await;
+        testing::LATE.add_permits(1);
+        // the call runs on and stores its answer (bounded wait)
+        let mut done = false;
+        for _ in 0..500 {
+            if t.count(&format!("{state}'done'")).await == 1 {
+                done = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(done, "{n}: the abandoned call left its key in flight");
+        let a = t
+            .send(
+                t.request("testing.late", Some(&token))
+                    .header("idempotency-key", "k-gone")
+                    .json(&json!({"n": 9})),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.body["n"].as_u64()),
+            (200, Some(9)),
+            "{n}: {}",
+            a.text
+        );
         assert_eq!(a.header("idempotent-replayed"), Some("true"), "{n}");
         t.server.shutdown().await;
     }

@@ -20,6 +20,7 @@ pub mod identity;
 pub mod ledger;
 pub mod ratelimit;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use loom_core::{AgentEvent, Caller, ErrorCode, LoomError, Op, OpCx, RateKey, Transport};
@@ -75,7 +76,32 @@ fn principal(cx: &OpCx) -> (&str, &str) {
     (cx.scope.org.as_str(), cx.caller.subject.as_str())
 }
 
-/// Runs steps 2 to 8 of the pipeline for one authenticated call.
+/// [`call`] on its own task, so that it runs to its end even when the
+/// transport stops waiting for it (the client closed its connection, or
+/// its own timeout fired). Without this, a call abandoned half-way would
+/// stop between its commit and the storing of its idempotent answer, leaving
+/// the key in flight and the client's retries refused until the claim went
+/// stale. Every transport calls ops through this. A panic in the call is
+/// answered as an internal fault.
+pub async fn call_to_completion(app: Arc<App>, req: CallRequest) -> CallOutcome {
+    let op = req.op;
+    match tokio::spawn(async move { call(&app, req).await }).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            tracing::error!(op = %op.name, cause = %e, "call panicked");
+            let error = LoomError::internal(format!("the call did not finish: {e}"));
+            CallOutcome {
+                status: error.status(),
+                result: Err(error),
+                replayed: false,
+            }
+        }
+    }
+}
+
+/// Runs steps 2 to 8 of the pipeline for one authenticated call. It stops
+/// where it is if its future is dropped: transports use
+/// [`call_to_completion`].
 pub async fn call(app: &App, req: CallRequest) -> CallOutcome {
     let started = Instant::now();
     let op = req.op;

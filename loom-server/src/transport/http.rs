@@ -259,8 +259,8 @@ async fn call_op(
             );
         }
     };
-    let outcome = pipeline::call(
-        &app,
+    let outcome = pipeline::call_to_completion(
+        app.clone(),
         CallRequest {
             op,
             args,

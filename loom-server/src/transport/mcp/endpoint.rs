@@ -83,8 +83,18 @@ pub fn router(app: Arc<App>) -> Router {
 
 fn allowed_hosts(config: &crate::Config) -> Vec<String> {
     let mut hosts = config.mcp.allowed_hosts.clone();
-    if let Some(issuer) = config.oauth_issuer.as_deref().filter(|_| config.oauth_enabled) {
-        let authority = issuer.split("://").nth(1).unwrap_or(issuer).split('/').next().unwrap_or("");
+    if let Some(issuer) = config
+        .oauth_issuer
+        .as_deref()
+        .filter(|_| config.oauth_enabled)
+    {
+        let authority = issuer
+            .split("://")
+            .nth(1)
+            .unwrap_or(issuer)
+            .split('/')
+            .next()
+            .unwrap_or("");
         if !authority.is_empty() {
             hosts.push(authority.to_ascii_lowercase());
         }

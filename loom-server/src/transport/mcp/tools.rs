@@ -1,6 +1,6 @@
 //! `tools/call`: registry tools, the three synthetic tools, and how their
 //! answers are shaped. Every call runs the one pipeline
-//! ([`crate::pipeline::call`]): the same gates as `POST /v1/<op>`.
+//! ([`crate::pipeline::call_to_completion`]): the same gates as `POST /v1/<op>`.
 
 use loom_core::render::{loom_op_routes, render_op_names};
 use loom_core::{ErrorCode, Listing, LoomError, Op, Transport, lean::lean};
@@ -209,14 +209,18 @@ async fn call_with_retry(
         run_id,
         default_agent: conn.session.as_ref().map(|s| s.agent.clone()),
     };
-    let first = pipeline::call(&mcp.app, request.clone()).await.result;
+    let first = pipeline::call_to_completion(mcp.app.clone(), request.clone())
+        .await
+        .result;
     let max_wait = mcp.app.config.mcp.ratelimit_retry_max_wait;
     match first {
         Err(e) if e.code() == ErrorCode::RateLimited && !max_wait.is_zero() => {
             match e.retry_after() {
                 Some(wait) if wait <= max_wait => {
                     tokio::time::sleep(wait).await;
-                    pipeline::call(&mcp.app, request).await.result
+                    pipeline::call_to_completion(mcp.app.clone(), request)
+                        .await
+                        .result
                 }
                 _ => Err(e),
             }
@@ -455,8 +459,8 @@ pub async fn caller_profile(mcp: &Mcp, conn: &Connection) -> Option<Value> {
         return None;
     }
     let op = mcp.listings.registry().get("profile.get")?;
-    let outcome = pipeline::call(
-        &mcp.app,
+    let outcome = pipeline::call_to_completion(
+        mcp.app.clone(),
         CallRequest {
             op,
             args: json!({}),

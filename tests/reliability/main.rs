@@ -1,0 +1,17 @@
+//! Reliability (issue 9), the parts fast enough for every `cargo test`:
+//! concurrent writers on hot keys, retries with idempotency keys after a
+//! timeout the client caused itself, a corpus of hostile requests over a
+//! real socket, slow and idle connections, tenant isolation, and property
+//! tests over the JSON-RPC framing and the argument checker. Each runs on
+//! SQLite and, when `LOOM_TEST_DATABASE_URL` is set, on PostgreSQL.
+//!
+//! The calls go through [`wire::Wire`], so a second transport (MCP
+//! `tools/call` with `_idempotency_key`) can run the same scenarios by
+//! adding one variant.
+
+mod fuzz;
+mod hostile;
+mod isolation;
+mod replicas;
+mod wire;
+mod writers;
