@@ -7,8 +7,11 @@ use serde_json::{Value, json};
 
 fn generous(c: &mut Config) {
     c.rate_read_per_min = 100_000;
+    c.rate_org_read_per_min = 100_000;
     c.rate_write_per_min = 100_000;
+    c.rate_org_write_per_min = 100_000;
     c.rate_heavy_per_min = 100_000;
+    c.rate_org_heavy_per_min = 100_000;
 }
 
 fn admin(t: &TestServer) -> String {

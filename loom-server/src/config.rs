@@ -45,6 +45,12 @@ pub struct Config {
     pub rate_write_per_min: u32,
     /// `LOOM_RATE_LIMIT_HEAVY_PER_MIN` (60).
     pub rate_heavy_per_min: u32,
+    /// `LOOM_RATE_LIMIT_ORG_READ_PER_MIN` (12000): all of an org's callers together.
+    pub rate_org_read_per_min: u32,
+    /// `LOOM_RATE_LIMIT_ORG_WRITE_PER_MIN` (3000).
+    pub rate_org_write_per_min: u32,
+    /// `LOOM_RATE_LIMIT_ORG_HEAVY_PER_MIN` (600).
+    pub rate_org_heavy_per_min: u32,
     /// `LOOM_REVOCATION_REFRESH_SECS` (10): how often every replica reloads the revocation list.
     pub revocation_refresh: Duration,
     /// `LOOM_IDEMPOTENCY_TTL_SECS` (86400): how long a stored answer is replayed.
@@ -134,6 +140,9 @@ impl Default for Config {
             rate_read_per_min: 1200,
             rate_write_per_min: 300,
             rate_heavy_per_min: 60,
+            rate_org_read_per_min: 12_000,
+            rate_org_write_per_min: 3_000,
+            rate_org_heavy_per_min: 600,
             revocation_refresh: Duration::from_secs(10),
             idempotency_ttl: Duration::from_secs(86_400),
             shutdown_grace: Duration::from_secs(30),
@@ -247,6 +256,15 @@ impl Config {
         }
         if let Some(v) = get("LOOM_RATE_LIMIT_HEAVY_PER_MIN") {
             c.rate_heavy_per_min = positive("LOOM_RATE_LIMIT_HEAVY_PER_MIN", v)?;
+        }
+        for (name, slot) in [
+            ("LOOM_RATE_LIMIT_ORG_READ_PER_MIN", &mut c.rate_org_read_per_min),
+            ("LOOM_RATE_LIMIT_ORG_WRITE_PER_MIN", &mut c.rate_org_write_per_min),
+            ("LOOM_RATE_LIMIT_ORG_HEAVY_PER_MIN", &mut c.rate_org_heavy_per_min),
+        ] {
+            if let Some(v) = get(name) {
+                *slot = positive(name, v)?;
+            }
         }
         if let Some(v) = get("LOOM_REVOCATION_REFRESH_SECS") {
             c.revocation_refresh = seconds("LOOM_REVOCATION_REFRESH_SECS", v)?;

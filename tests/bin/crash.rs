@@ -39,6 +39,8 @@ fn envs(url: &str, port: u16) -> Vec<(&'static str, String)> {
         ("LOOM_BIND_HOST", "127.0.0.1".into()),
         ("LOOM_RATE_LIMIT_READ_PER_MIN", "100000000".into()),
         ("LOOM_RATE_LIMIT_WRITE_PER_MIN", "100000000".into()),
+        ("LOOM_RATE_LIMIT_ORG_READ_PER_MIN", "100000000".into()),
+        ("LOOM_RATE_LIMIT_ORG_WRITE_PER_MIN", "100000000".into()),
         ("LOOM_LOG", "warn".into()),
     ]
 }

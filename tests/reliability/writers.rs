@@ -20,8 +20,11 @@ const AGENT: &str = "hive";
 
 fn generous(c: &mut loom_server::Config) {
     c.rate_read_per_min = 1_000_000;
+    c.rate_org_read_per_min = 1_000_000;
     c.rate_write_per_min = 1_000_000;
+    c.rate_org_write_per_min = 1_000_000;
     c.rate_heavy_per_min = 1_000_000;
+    c.rate_org_heavy_per_min = 1_000_000;
     c.database_max_connections = 8;
 }
 

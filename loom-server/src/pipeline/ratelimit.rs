@@ -1,6 +1,9 @@
 //! Step 4: rate limits. One token bucket per (org, subject, class), filled
 //! at `LOOM_RATE_LIMIT_<CLASS>_PER_MIN` tokens a minute and holding at most
-//! one minute's worth, so a caller may burst up to its per-minute budget.
+//! one minute's worth, so a caller may burst up to its per-minute budget;
+//! and one per (org, class), `LOOM_RATE_LIMIT_ORG_<CLASS>_PER_MIN`, that all
+//! of an org's callers draw from together. A call takes a token from both or
+//! from neither, and waits for whichever refills last.
 //! This is the in-process [`RateLimiter`]; replicas that must share buckets
 //! plug a PostgreSQL- or Redis-backed one into the same trait.
 
@@ -20,6 +23,7 @@ struct Bucket {
 /// Buckets in this process's memory.
 pub struct InProcessLimiter {
     per_min: [u32; 3],
+    org_per_min: [u32; 3],
     buckets: Mutex<HashMap<(RateKey, RateClass), Bucket>>,
 }
 
@@ -43,35 +47,56 @@ impl InProcessLimiter {
                 config.rate_write_per_min,
                 config.rate_heavy_per_min,
             ],
+            org_per_min: [
+                config.rate_org_read_per_min,
+                config.rate_org_write_per_min,
+                config.rate_org_heavy_per_min,
+            ],
             buckets: Mutex::new(HashMap::new()),
         }
     }
 
-    fn take(&self, key: &RateKey, class: RateClass, now: Instant) -> Result<(), Duration> {
-        let capacity = f64::from(self.per_min[index(class)]);
+    /// The per-minute budget of a bucket: an org's shared one has no subject.
+    fn capacity(&self, key: &RateKey, class: RateClass) -> f64 {
+        let table = if key.subject.is_empty() { &self.org_per_min } else { &self.per_min };
+        f64::from(table[index(class)])
+    }
+
+    /// Refills a bucket to `now`; returns its tokens and the wait for one more.
+    fn refill(&self, buckets: &mut HashMap<(RateKey, RateClass), Bucket>, key: &RateKey, class: RateClass, now: Instant) -> (f64, Duration) {
+        let capacity = self.capacity(key, class);
         let per_sec = capacity / 60.0;
-        let mut buckets = self
-            .buckets
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let bucket = buckets.entry((key.clone(), class)).or_insert(Bucket { tokens: capacity, at: now });
+        bucket.tokens = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_sec).min(capacity);
+        bucket.at = now;
+        let wait = if bucket.tokens >= 1.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((1.0 - bucket.tokens) / per_sec)
+        };
+        (bucket.tokens, wait)
+    }
+
+    fn take(&self, key: &RateKey, class: RateClass, now: Instant) -> Result<(), Duration> {
+        let mut buckets = self.buckets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if buckets.len() >= PRUNE_AT {
-            buckets.retain(|(_, c), b| {
-                let cap = f64::from(self.per_min[index(*c)]);
+            buckets.retain(|(k, c), b| {
+                let cap = self.capacity(k, *c);
                 b.tokens + now.duration_since(b.at).as_secs_f64() * cap / 60.0 < cap
             });
         }
-        let bucket = buckets.entry((key.clone(), class)).or_insert(Bucket {
-            tokens: capacity,
-            at: now,
-        });
-        bucket.tokens =
-            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_sec).min(capacity);
-        bucket.at = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
+        let org = RateKey { org: key.org.clone(), subject: String::new() };
+        let (mine, my_wait) = self.refill(&mut buckets, key, class, now);
+        let (shared, org_wait) = self.refill(&mut buckets, &org, class, now);
+        if mine >= 1.0 && shared >= 1.0 {
+            for k in [key, &org] {
+                if let Some(b) = buckets.get_mut(&(k.clone(), class)) {
+                    b.tokens -= 1.0;
+                }
+            }
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((1.0 - bucket.tokens) / per_sec))
+            Err(my_wait.max(org_wait))
         }
     }
 }
@@ -90,6 +115,26 @@ impl RateLimiter for InProcessLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_orgs_callers_share_its_budget() {
+        let config = Config {
+            rate_read_per_min: 3,
+            rate_org_read_per_min: 4,
+            ..Config::default()
+        };
+        let limiter = InProcessLimiter::new(&config);
+        let now = Instant::now();
+        let key = |org: &str, subject: &str| RateKey { org: org.into(), subject: subject.into() };
+        for _ in 0..3 {
+            assert!(limiter.take(&key("a", "ana"), RateClass::Read, now).is_ok());
+        }
+        assert!(limiter.take(&key("a", "ana"), RateClass::Read, now).is_err(), "ana's own budget");
+        assert!(limiter.take(&key("a", "bob"), RateClass::Read, now).is_ok());
+        let wait = limiter.take(&key("a", "bob"), RateClass::Read, now).unwrap_err();
+        assert!(wait > Duration::ZERO, "the org's budget is spent");
+        assert!(limiter.take(&key("b", "bob"), RateClass::Read, now).is_ok(), "another org's is not");
+    }
 
     #[test]
     fn a_bucket_holds_a_minute_and_refills() {
