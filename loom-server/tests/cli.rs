@@ -178,7 +178,8 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
         .to_owned();
     let rest: Vec<String> = lines.by_ref().take(4).map(Result::unwrap).collect();
     assert!(
-        rest.iter().any(|l| l.contains(&format!("serving MCP at {base}/mcp"))),
+        rest.iter()
+            .any(|l| l.contains(&format!("serving MCP at {base}/mcp"))),
         "{rest:?}"
     );
     assert!(
