@@ -81,6 +81,11 @@ drive() {
 header="| workload | requests/s | p50 ms | p99 ms | max ms | errors / requests | × ceiling |
 | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 
+# One token for every server: the same LOOM_JWT_SECRET signs and checks it.
+LOOM_DATABASE_URL="sqlite://$work/loom.db" "$loom" migrate >/dev/null
+BENCH_TOKEN="$(LOOM_DATABASE_URL="sqlite://$work/loom.db" "$loom" token mint --org default --subject bench --role writer)"
+export BENCH_TOKEN
+
 echo "== ceiling"
 LOOM_PORT=18990 "$ceiling" & pids+=($!)
 wait_ready "http://127.0.0.1:18990/readyz"
@@ -99,8 +104,6 @@ bench_store() {
   local t0; t0="$(now_ms)"
   "$@"
   echo "   pre-filled in $(( $(now_ms) - t0 )) ms"
-  BENCH_TOKEN="$("$loom" token mint --org default --subject bench --role writer)"
-  export BENCH_TOKEN
   # Start to ready on the existing store (migrations already applied).
   t0="$(now_ms)"
   "$loom" serve 2>"$work/$name.log" & local pid=$!; pids+=("$pid")
