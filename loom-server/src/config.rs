@@ -258,9 +258,18 @@ impl Config {
             c.rate_heavy_per_min = positive("LOOM_RATE_LIMIT_HEAVY_PER_MIN", v)?;
         }
         for (name, slot) in [
-            ("LOOM_RATE_LIMIT_ORG_READ_PER_MIN", &mut c.rate_org_read_per_min),
-            ("LOOM_RATE_LIMIT_ORG_WRITE_PER_MIN", &mut c.rate_org_write_per_min),
-            ("LOOM_RATE_LIMIT_ORG_HEAVY_PER_MIN", &mut c.rate_org_heavy_per_min),
+            (
+                "LOOM_RATE_LIMIT_ORG_READ_PER_MIN",
+                &mut c.rate_org_read_per_min,
+            ),
+            (
+                "LOOM_RATE_LIMIT_ORG_WRITE_PER_MIN",
+                &mut c.rate_org_write_per_min,
+            ),
+            (
+                "LOOM_RATE_LIMIT_ORG_HEAVY_PER_MIN",
+                &mut c.rate_org_heavy_per_min,
+            ),
         ] {
             if let Some(v) = get(name) {
                 *slot = positive(name, v)?;

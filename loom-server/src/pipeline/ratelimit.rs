@@ -58,16 +58,30 @@ impl InProcessLimiter {
 
     /// The per-minute budget of a bucket: an org's shared one has no subject.
     fn capacity(&self, key: &RateKey, class: RateClass) -> f64 {
-        let table = if key.subject.is_empty() { &self.org_per_min } else { &self.per_min };
+        let table = if key.subject.is_empty() {
+            &self.org_per_min
+        } else {
+            &self.per_min
+        };
         f64::from(table[index(class)])
     }
 
     /// Refills a bucket to `now`; returns its tokens and the wait for one more.
-    fn refill(&self, buckets: &mut HashMap<(RateKey, RateClass), Bucket>, key: &RateKey, class: RateClass, now: Instant) -> (f64, Duration) {
+    fn refill(
+        &self,
+        buckets: &mut HashMap<(RateKey, RateClass), Bucket>,
+        key: &RateKey,
+        class: RateClass,
+        now: Instant,
+    ) -> (f64, Duration) {
         let capacity = self.capacity(key, class);
         let per_sec = capacity / 60.0;
-        let bucket = buckets.entry((key.clone(), class)).or_insert(Bucket { tokens: capacity, at: now });
-        bucket.tokens = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_sec).min(capacity);
+        let bucket = buckets.entry((key.clone(), class)).or_insert(Bucket {
+            tokens: capacity,
+            at: now,
+        });
+        bucket.tokens =
+            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_sec).min(capacity);
         bucket.at = now;
         let wait = if bucket.tokens >= 1.0 {
             Duration::ZERO
@@ -78,14 +92,20 @@ impl InProcessLimiter {
     }
 
     fn take(&self, key: &RateKey, class: RateClass, now: Instant) -> Result<(), Duration> {
-        let mut buckets = self.buckets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if buckets.len() >= PRUNE_AT {
             buckets.retain(|(k, c), b| {
                 let cap = self.capacity(k, *c);
                 b.tokens + now.duration_since(b.at).as_secs_f64() * cap / 60.0 < cap
             });
         }
-        let org = RateKey { org: key.org.clone(), subject: String::new() };
+        let org = RateKey {
+            org: key.org.clone(),
+            subject: String::new(),
+        };
         let (mine, my_wait) = self.refill(&mut buckets, key, class, now);
         let (shared, org_wait) = self.refill(&mut buckets, &org, class, now);
         if mine >= 1.0 && shared >= 1.0 {
@@ -125,15 +145,28 @@ mod tests {
         };
         let limiter = InProcessLimiter::new(&config);
         let now = Instant::now();
-        let key = |org: &str, subject: &str| RateKey { org: org.into(), subject: subject.into() };
+        let key = |org: &str, subject: &str| RateKey {
+            org: org.into(),
+            subject: subject.into(),
+        };
         for _ in 0..3 {
             assert!(limiter.take(&key("a", "ana"), RateClass::Read, now).is_ok());
         }
-        assert!(limiter.take(&key("a", "ana"), RateClass::Read, now).is_err(), "ana's own budget");
+        assert!(
+            limiter
+                .take(&key("a", "ana"), RateClass::Read, now)
+                .is_err(),
+            "ana's own budget"
+        );
         assert!(limiter.take(&key("a", "bob"), RateClass::Read, now).is_ok());
-        let wait = limiter.take(&key("a", "bob"), RateClass::Read, now).unwrap_err();
+        let wait = limiter
+            .take(&key("a", "bob"), RateClass::Read, now)
+            .unwrap_err();
         assert!(wait > Duration::ZERO, "the org's budget is spent");
-        assert!(limiter.take(&key("b", "bob"), RateClass::Read, now).is_ok(), "another org's is not");
+        assert!(
+            limiter.take(&key("b", "bob"), RateClass::Read, now).is_ok(),
+            "another org's is not"
+        );
     }
 
     #[test]

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Loom's benchmark (issue 8; README, "Benchmark"). Builds release binaries,
+# starts the ceiling (loom-ceiling) and `loom serve` on SQLite (and on
+# PostgreSQL, in a fresh database, when LOOM_TEST_DATABASE_URL is set), with
+# auth, audit, the ledger and rate limits on as shipped (limits raised so
+# they never refuse), pre-fills BENCH_MEMORIES memories by a batched insert
+# (bench/prefill.py), drives each workload with wrk for BENCH_DURATION at
+# BENCH_CONNECTIONS connections and writes bench/RESULTS.md.
+#
+#   BENCH_DURATION=20s BENCH_CONNECTIONS=32 BENCH_MEMORIES=100000 bench/run.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+duration="${BENCH_DURATION:-20s}"
+conns="${BENCH_CONNECTIONS:-32}"
+memories="${BENCH_MEMORIES:-100000}"
+threads="$(nproc)"
+results="bench/RESULTS.md"
+
+if ! command -v wrk >/dev/null; then
+  echo "== installing wrk (Debian)"
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get install -y wrk >/dev/null
+fi
+
+echo "== cargo build --release (loom, loom-ceiling)"
+cargo build --release --quiet --bin loom --bin loom-ceiling
+loom="$PWD/target/release/loom"
+ceiling="$PWD/target/release/loom-ceiling"
+
+work="$(mktemp -d)"
+pids=()
+pg_db=""
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ -n "$pg_db" ]; then psql "$LOOM_TEST_DATABASE_URL" -qc "DROP DATABASE IF EXISTS $pg_db" >/dev/null 2>&1 || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+export LOOM_JWT_SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export LOOM_RATE_LIMIT_READ_PER_MIN=100000000
+export LOOM_RATE_LIMIT_WRITE_PER_MIN=100000000
+export LOOM_RATE_LIMIT_HEAVY_PER_MIN=100000000
+export LOOM_RATE_LIMIT_ORG_READ_PER_MIN=100000000
+export LOOM_RATE_LIMIT_ORG_WRITE_PER_MIN=100000000
+export LOOM_RATE_LIMIT_ORG_HEAVY_PER_MIN=100000000
+export LOOM_LOG=warn
+export BENCH_WORDS="$PWD/bench/words.txt" BENCH_KEYS="$memories"
+
+now_ms() { date +%s%3N; }
+rss_kb() { awk -v f="$2" '$1 == f":" {print $2}' "/proc/$1/status"; }
+
+# wait_ready URL: polls until it answers 200.
+wait_ready() {
+  for _ in $(seq 2000); do
+    curl -fs -o /dev/null "$1" 2>/dev/null && return 0
+    sleep 0.005
+  done
+  echo "not ready: $1" >&2
+  return 1
+}
+
+declare -a rows=()
+ceiling_rps=""
+
+# drive LABEL WORKLOAD PORT: one wrk run; appends a row.
+drive() {
+  local label="$1" workload="$2" port="$3" out
+  out="$(BENCH_WORKLOAD="$workload" wrk -t"$threads" -c"$conns" -d"$duration" --timeout 10s \
+    -s bench/wrk.lua "http://127.0.0.1:$port" 2>"$work/wrk.err" | grep '^RESULT' || true)"
+  if [ -s "$work/wrk.err" ]; then sed 's/^/    /' "$work/wrk.err" >&2; fi
+  read -r _ rps p50 p99 max errs reqs <<<"$out"
+  local ratio="1.00"
+  if [ "$workload" = ceiling ]; then ceiling_rps="$rps"; else
+    ratio="$(awk -v a="$rps" -v b="$ceiling_rps" 'BEGIN { printf "%.2f", a / b }')"
+  fi
+  local row="| $label | $rps | $p50 | $p99 | $max | $errs / $reqs | $ratio |"
+  echo "$row"
+  rows+=("$row")
+}
+
+header="| workload | requests/s | p50 ms | p99 ms | max ms | errors / requests | × ceiling |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+
+# One token for every server: the same LOOM_JWT_SECRET signs and checks it.
+LOOM_DATABASE_URL="sqlite://$work/loom.db" "$loom" migrate >/dev/null
+BENCH_TOKEN="$(LOOM_DATABASE_URL="sqlite://$work/loom.db" "$loom" token mint --org default --subject bench --role writer)"
+export BENCH_TOKEN
+
+echo "== ceiling"
+LOOM_PORT=18990 "$ceiling" & pids+=($!)
+wait_ready "http://127.0.0.1:18990/readyz"
+echo "$header"
+drive "ceiling (tools/call, bearer, fixed answer)" ceiling 18990
+kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+
+declare -a servers=()
+
+# bench_store NAME URL PREFILL_CMD...: migrate, pre-fill, serve, drive, measure.
+bench_store() {
+  local name="$1" url="$2"; shift 2
+  export LOOM_DATABASE_URL="$url" LOOM_PORT=18991
+  echo "== $name: migrate and pre-fill $memories memories"
+  "$loom" migrate >/dev/null
+  local t0; t0="$(now_ms)"
+  "$@"
+  echo "   pre-filled in $(( $(now_ms) - t0 )) ms"
+  # Start to ready on the existing store (migrations already applied).
+  t0="$(now_ms)"
+  "$loom" serve 2>"$work/$name.log" & local pid=$!; pids+=("$pid")
+  wait_ready "http://127.0.0.1:18991/readyz"
+  local ready=$(( $(now_ms) - t0 ))
+  sleep 2
+  local idle; idle="$(rss_kb "$pid" VmRSS)"
+  echo "   start to ready ${ready} ms, idle RSS $(( idle / 1024 )) MB"
+  drive "$name: MCP loom_memory_get" get 18991
+  drive "$name: MCP loom_memory_set" set 18991
+  drive "$name: MCP loom_search" search 18991
+  drive "$name: POST /v1/memory.get" http 18991
+  local peak; peak="$(rss_kb "$pid" VmHWM)"
+  echo "   peak RSS $(( peak / 1024 )) MB"
+  servers+=("| $name | ${ready} | $(( idle / 1024 )) | $(( peak / 1024 )) |")
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  if grep -qiE 'error|panic' "$work/$name.log"; then
+    echo "   server log:"; grep -iE 'error|panic' "$work/$name.log" | head -5 | sed 's/^/     /'
+  fi
+}
+
+bench_store sqlite "sqlite://$work/loom.db" python3 bench/prefill.py sqlite "$work/loom.db" "$memories"
+
+if [ -n "${LOOM_TEST_DATABASE_URL:-}" ]; then
+  pg_db="loom_bench_$$"
+  psql "$LOOM_TEST_DATABASE_URL" -qc "CREATE DATABASE $pg_db" >/dev/null
+  pg_url="${LOOM_TEST_DATABASE_URL%/*}/$pg_db"
+  pg_fill() {
+    python3 bench/prefill.py tsv "$work/pg" "$memories"
+    psql "$pg_url" -q \
+      -c "\\copy memories (org, namespace, agent, memory_key, content, kind, labels, source, content_hash, version, created_ms, updated_ms) from '$work/pg.memories.tsv'" \
+      -c "\\copy memory_versions (org, namespace, agent, memory_key, version, change, content, kind, labels, source, content_hash, pinned, locked, deleted, subject, changed_by, request_id, at_ms) from '$work/pg.versions.tsv'" \
+      -c "ANALYZE"
+  }
+  bench_store postgres "$pg_url" pg_fill
+else
+  echo "== PostgreSQL: LOOM_TEST_DATABASE_URL not set, not run"
+fi
+
+cores="$(nproc)"
+mem="$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+cpu="$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+{
+  echo "# Benchmark results"
+  echo
+  echo "Written by \`bench/run.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC') (commit $(git rev-parse --short HEAD))."
+  echo "Machine: $cores cores ($cpu), $mem memory, $(uname -sr). wrk with $threads threads and $conns"
+  echo "connections on the same machine, $duration per workload, $memories pre-filled memories."
+  echo
+  echo "$header"
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "| server | start to ready ms | idle RSS MB | peak RSS MB |"
+  echo "| --- | ---: | ---: | ---: |"
+  printf '%s\n' "${servers[@]}"
+} >"$results.new"
+if [ -n "${BENCH_NOTES:-}" ] && [ -f "$BENCH_NOTES" ]; then cat "$BENCH_NOTES" >>"$results.new"; fi
+mv "$results.new" "$results"
+echo "== wrote $results"
