@@ -127,17 +127,36 @@ async fn run(
             };
             Ok(tool_result(structured, None, conn.revision))
         }
-        Err(e) => answer_error(conn, op, &e),
+        Err(e) => answer_error(mcp, conn, op, &e),
     }
 }
 
-fn answer_error(conn: &Connection, op: &Op, e: &LoomError) -> RpcResult {
+fn answer_error(mcp: &Mcp, conn: &Connection, op: &Op, e: &LoomError) -> RpcResult {
     if is_refusal(e) {
-        Ok(refusal(conn, e))
+        Ok(refusal(conn, &with_next_step(mcp, conn, op, e)))
     } else {
         let (code, message, data) = fault_error(e, &op.tool_name, &conn.request_id);
         Err((code, message, Some(data)))
     }
+}
+
+/// A NAMESPACE_NOT_ACCESSIBLE refusal from a tool that is not a code or
+/// tracker tool, on a connection that reaches `loom_op`, says what to do next.
+fn with_next_step(mcp: &Mcp, conn: &Connection, op: &Op, e: &LoomError) -> LoomError {
+    let plane = loom_core::naming::plane_of(&op.name);
+    if e.code() != ErrorCode::NamespaceNotAccessible
+        || matches!(plane, "code" | "tracker")
+        || matches!(conn.listing, Listing::Assistant)
+    {
+        return e.clone();
+    }
+    let next = render_op_names(
+        "List the namespaces you can use with namespace.list_mine, or ask an admin of this namespace \
+         to grant you a role on it with grants.set.",
+        mcp.listings.registry(),
+        &conn.listing,
+    );
+    e.clone().with_detail("next_step", next)
 }
 
 /// Takes the MCP-only keys out of the arguments: `_idempotency_key` /
@@ -304,7 +323,7 @@ async fn search(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
             let structured = if explain { value } else { lean(&value) };
             Ok(tool_result(structured, Some(summary), conn.revision))
         }
-        Err(e) => answer_error(conn, op, &e),
+        Err(e) => answer_error(mcp, conn, op, &e),
     }
 }
 
