@@ -202,6 +202,22 @@ fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomEr
     Ok((Value::Object(map), key, explain))
 }
 
+/// A pipeline request for `op` from this connection: its caller, session
+/// and agent; no idempotency key and no run until the caller sets them.
+fn call_request(conn: &Connection, op: &'static Op, args: Value) -> CallRequest {
+    CallRequest {
+        op,
+        args,
+        caller: conn.caller.clone(),
+        transport: Transport::Mcp,
+        request_id: conn.request_id.clone(),
+        idempotency_key: None,
+        session_id: conn.session_id.clone(),
+        run_id: None,
+        default_agent: conn.session.as_ref().map(|s| s.agent.clone()),
+    }
+}
+
 /// Runs the pipeline; a rate-limited call whose wait is at most
 /// `LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S` sleeps once and tries the same
 /// buckets again, since MCP clients do not retry.
@@ -478,21 +494,8 @@ pub async fn caller_profile(mcp: &Mcp, conn: &Connection) -> Option<Value> {
         return None;
     }
     let op = mcp.listings.registry().get("profile.get")?;
-    let outcome = pipeline::call_to_completion(
-        mcp.app.clone(),
-        CallRequest {
-            op,
-            args: json!({}),
-            caller: conn.caller.clone(),
-            transport: Transport::Mcp,
-            request_id: conn.request_id.clone(),
-            idempotency_key: None,
-            session_id: conn.session_id.clone(),
-            run_id: None,
-            default_agent: conn.session.as_ref().map(|s| s.agent.clone()),
-        },
-    )
-    .await;
+    let outcome =
+        pipeline::call_to_completion(mcp.app.clone(), call_request(conn, op, json!({}))).await;
     outcome
         .result
         .ok()
