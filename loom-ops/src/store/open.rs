@@ -101,9 +101,12 @@ impl Store {
                     Box::pin(async move {
                         match backend {
                             Backend::Sqlite => {
+                                // busy_timeout first: the journal_mode pragma itself
+                                // takes a lock, and without a timeout it fails at once
+                                // while another process (a CLI, a replica) writes.
                                 conn.execute(
-                                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-                                     PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;",
+                                    "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; \
+                                     PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
                                 )
                                 .await?;
                             }
