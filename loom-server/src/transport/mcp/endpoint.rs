@@ -146,6 +146,18 @@ fn rpc_error_response(
         .into_response()
 }
 
+/// The 404 for a session Loom does not know (ended, evicted, another
+/// replica's, or another principal's): the client initializes again.
+fn session_gone() -> Response {
+    rpc_error_response(
+        StatusCode::NOT_FOUND,
+        None,
+        code::INVALID_REQUEST,
+        "unknown or ended session: initialize again",
+        None,
+    )
+}
+
 fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -291,13 +303,7 @@ async fn post_mcp(
         Some(id) => match mcp.sessions.get(id) {
             Some(s) => Some(s),
             None => {
-                return rpc_error_response(
-                    StatusCode::NOT_FOUND,
-                    None,
-                    code::INVALID_REQUEST,
-                    "unknown or ended session: initialize again",
-                    None,
-                );
+                return session_gone();
             }
         },
         None => None,
@@ -318,13 +324,7 @@ async fn post_mcp(
             .as_deref()
             .is_some_and(|subject| subject != c.subject)
     {
-        return rpc_error_response(
-            StatusCode::NOT_FOUND,
-            None,
-            code::INVALID_REQUEST,
-            "unknown or ended session: initialize again",
-            None,
-        );
+        return session_gone();
     }
 
     let config = &mcp.app.config.mcp;
@@ -438,13 +438,7 @@ async fn delete_mcp(State(mcp): State<Arc<Mcp>>, headers: HeaderMap, body: Body)
         Some(s)
             if s.subject.is_some() && caller.as_ref().map(|c| &c.subject) != s.subject.as_ref() =>
         {
-            rpc_error_response(
-                StatusCode::NOT_FOUND,
-                None,
-                code::INVALID_REQUEST,
-                "unknown or ended session",
-                None,
-            )
+            session_gone()
         }
         Some(_) => {
             mcp.sessions.close(&id);
@@ -463,13 +457,7 @@ async fn delete_mcp(State(mcp): State<Arc<Mcp>>, headers: HeaderMap, body: Body)
             }
             StatusCode::NO_CONTENT.into_response()
         }
-        None => rpc_error_response(
-            StatusCode::NOT_FOUND,
-            None,
-            code::INVALID_REQUEST,
-            "unknown or ended session",
-            None,
-        ),
+        None => session_gone(),
     }
 }
 

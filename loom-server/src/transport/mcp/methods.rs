@@ -41,7 +41,8 @@ pub async fn handle(
     }
 }
 
-type RpcResult = Result<Value, (i64, String, Option<Value>)>;
+/// A method's answer: a result, or a JSON-RPC error (code, message, data).
+pub type RpcResult = Result<Value, (i64, String, Option<Value>)>;
 
 fn invalid_params(message: impl Into<String>) -> (i64, String, Option<Value>) {
     (code::INVALID_PARAMS, message.into(), None)

@@ -13,7 +13,7 @@ use super::methods::primer_text;
 use super::outcome::{fault_error, is_refusal, refusal_result, tool_result};
 use crate::pipeline::{self, CallRequest};
 
-type RpcResult = Result<Value, (i64, String, Option<Value>)>;
+use super::methods::RpcResult;
 
 /// How many ops `loom_op` help lists at most.
 pub const CATALOG_LIMIT: usize = 15;
