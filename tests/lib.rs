@@ -162,9 +162,11 @@ impl TestServer {
         n
     }
 
-    /// Writes the queued ledger rows.
+    /// Writes the queued ledger rows and what reads left behind (exposures,
+    /// recall counts).
     pub async fn flush_ledger(&self) {
         self.server.app.ledger.flush().await;
+        self.server.app.usage.flush().await;
     }
 }
 

@@ -87,6 +87,8 @@ async fn inspect_and_provenance_explain_one_memory() {
         .await
         .unwrap();
 
+        // the get's exposure is written by the usage log
+        h.flush_usage().await;
         let i = h
             .call("memory.inspect", json!({"memory_key": "k"}))
             .await

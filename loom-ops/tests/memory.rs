@@ -140,6 +140,7 @@ async fn get_counts_recalls_records_exposures_and_falls_back_to_any_agent() {
             "{n}"
         );
         assert_eq!(got["followed"][0]["memory_key"], "lint", "{n}");
+        h.flush_usage().await;
         let (recalls,): (i64,) =
             sqlx::query_as("SELECT recall_count FROM memories WHERE memory_key = 'style'")
                 .fetch_one(h.store().reader())

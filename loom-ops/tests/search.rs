@@ -275,6 +275,7 @@ async fn search_query_fans_out_to_the_callers_other_memory_namespaces() {
             ],
             "{n}"
         );
+        h.flush_usage().await;
         let (exposed,): (i64,) =
             sqlx::query_as("SELECT COUNT(*) FROM memory_exposures WHERE namespace = 'team'")
                 .fetch_one(h.store().reader())

@@ -8,6 +8,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use loom_core::{RateLimiter, Registry, Services};
+use loom_ops::memory::usage::UsageLog;
 use loom_ops::store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -36,6 +37,8 @@ pub struct App {
     pub limiter: Arc<dyn RateLimiter>,
     /// The call ledger writer.
     pub ledger: Ledger,
+    /// The writer of what reads leave behind (exposures, recall counts).
+    pub usage: UsageLog,
     /// Whether this start created org `default` on an empty store.
     pub first_start: bool,
     /// OAuth sign-in (`LOOM_OAUTH_ENABLED=true`), else `None`.
@@ -67,13 +70,15 @@ impl App {
         let store = Store::open(config.store_options()).await?;
         let first_start = store.ensure_default_org().await.map_err(|e| text(&e))?;
         let keys = JwtKeys::load(&store, &config).await?;
+        let usage = loom_ops::memory::usage::start(store.clone());
         let mut services = Services::new();
         services.insert(store.clone());
+        services.insert(usage.clone());
         services.insert(loom_ops::search::SearchSettings {
             fan_out: config.search_fan_out,
         });
         let limiter: Arc<dyn RateLimiter> = Arc::new(InProcessLimiter::new(&config));
-        let ledger = Ledger::start(Arc::new(store.clone()));
+        let ledger = crate::pipeline::ledger::start(Arc::new(store.clone()));
         Ok(Arc::new(App {
             registry,
             services: Arc::new(services),
@@ -81,6 +86,7 @@ impl App {
             revocations: Revocations::default(),
             limiter,
             ledger,
+            usage,
             first_start,
             oauth: crate::oauth::OAuth::from_config(&config),
             store,
@@ -123,7 +129,7 @@ fn start_revocation_refresh(app: Arc<App>) -> JoinHandle<()> {
 pub struct RunningServer {
     /// Where it listens.
     pub addr: SocketAddr,
-    /// Its shared state (tests read the store and flush the ledger through it).
+    /// Its shared state (tests read the store and flush the ledger and usage log through it).
     pub app: Arc<App>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
@@ -144,8 +150,8 @@ impl RunningServer {
     }
 
     /// Stops accepting connections, lets in-flight calls finish (up to
-    /// `LOOM_SHUTDOWN_GRACE_SECS`), writes the queued ledger rows and
-    /// closes the store.
+    /// `LOOM_SHUTDOWN_GRACE_SECS`), writes the queued ledger and usage
+    /// rows and closes the store.
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -240,6 +246,7 @@ async fn serve(
         refresh.abort();
     }
     app.ledger.close().await;
+    app.usage.close().await;
     app.store.close().await;
     tracing::info!("stopped");
 }

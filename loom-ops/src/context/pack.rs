@@ -131,7 +131,7 @@ pub async fn pack(store: &Store, cx: &OpCx, input: ContextPackInput) -> OpResult
         items.push(item);
         served.extend(row);
     }
-    record_exposures(store, cx, served.iter(), now).await?;
+    record_exposures(cx, served.iter(), now).await?;
     Ok(ContextPack {
         budget_tokens: budget,
         used_tokens: used,

@@ -77,7 +77,7 @@ pub async fn ask(store: &Store, cx: &OpCx, input: MemoryAsk) -> OpResult<MemoryA
     )
     .await?;
     drop(conn);
-    record_exposures(store, cx, found.iter().map(|(row, _)| row), now).await?;
+    record_exposures(cx, found.iter().map(|(row, _)| row), now).await?;
     let evidence: Vec<Evidence> = found
         .iter()
         .map(|(row, parts)| Evidence {

@@ -8,6 +8,7 @@ pub mod model;
 pub mod rank;
 pub mod read;
 pub mod store;
+pub mod usage;
 pub mod validate;
 mod write;
 

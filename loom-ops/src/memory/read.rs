@@ -8,6 +8,7 @@ use super::model::{
 };
 use super::rank::{self, SearchFilter};
 use super::store::{self as sql, ListFilter, Row, VersionRow};
+use super::usage::{self, Served};
 use super::validate::{self, invalid, labels_from_json};
 use super::write::not_found;
 use crate::scope::require_namespace;
@@ -145,11 +146,14 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
     }
     let explicit = input.agent.is_some();
     let now = now_ms();
-    let mut tx = store.begin_write().await?;
-    require_namespace(tx.conn(), cx).await?;
+    // A read: the reader pool, no transaction. What the serving leaves
+    // behind (the recall, the exposure rows) goes to the usage log.
+    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    require_namespace(&mut conn, cx).await?;
 
+    let mut served = Vec::new();
     let mut got = if let Some(at) = as_of {
-        let Some((agent, v)) = sql::version_at(tx.conn(), cx, explicit, key, at).await? else {
+        let Some((agent, v)) = sql::version_at(&mut conn, cx, explicit, key, at).await? else {
             return Err(
                 not_found(cx, key).with_detail("as_of", input.as_of.clone().unwrap_or_default())
             );
@@ -159,16 +163,15 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
                 not_found(cx, key).with_detail("as_of", input.as_of.clone().unwrap_or_default())
             );
         }
-        sql::record_exposure(
-            tx.conn(),
+        served.push(Served::new(
             cx,
             (&cx.scope.namespace, &agent, key, v.version),
             now,
-        )
-        .await?;
+            false,
+        ));
         got_from_version(cx, key, &agent, &v)
     } else {
-        let Some(mut row) = sql::resolve(tx.conn(), cx, explicit, key, now, false).await? else {
+        let Some(mut row) = sql::resolve(&mut conn, cx, explicit, key, now, false).await? else {
             return Err(not_found(cx, key));
         };
         if let Some(expected) = input.if_version
@@ -176,13 +179,21 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
         {
             return Err(sql::version_conflict(key, expected, row.version));
         }
-        sql::record_recall(tx.conn(), cx, &row, now).await?;
+        served.push(Served::new(cx, row.coordinates(), now, true));
+        // The answer counts this recall; the stored count catches up when
+        // the usage log writes it.
         row.recall_count += 1;
         row.last_recall_ms = Some(now);
         let mut got = got_from_row(&row);
-        got.run_id = sql::version_run(tx.conn(), cx, &row).await?;
+        got.run_id = sql::version_run(&mut conn, cx, &row).await?;
         if input.include_recall_breakdown == Some(true) {
-            let by_agent = sql::exposures_by_agent(tx.conn(), &row).await?;
+            let mut by_agent = sql::exposures_by_agent(&mut conn, &row).await?;
+            // This serving's exposure is still queued: count it here.
+            match by_agent.iter_mut().find(|(a, _)| *a == cx.scope.agent) {
+                Some((_, n)) => *n += 1,
+                None => by_agent.push((cx.scope.agent.clone(), 1)),
+            }
+            by_agent.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             got.recall_breakdown = Some(RecallBreakdown {
                 total: row.recall_count,
                 last_recalled_at: row.last_recall_ms.map(rfc3339),
@@ -199,19 +210,8 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
                 .filter(|k| k != key)
                 .take(MAX_FOLLOW)
             {
-                if let Some(linked) = sql::resolve(tx.conn(), cx, false, &link, now, false).await? {
-                    sql::record_exposure(
-                        tx.conn(),
-                        cx,
-                        (
-                            &linked.namespace,
-                            &linked.agent,
-                            &linked.memory_key,
-                            linked.version,
-                        ),
-                        now,
-                    )
-                    .await?;
+                if let Some(linked) = sql::resolve(&mut conn, cx, false, &link, now, false).await? {
+                    served.push(Served::new(cx, linked.coordinates(), now, false));
                     followed.push(linked.to_memory());
                 }
             }
@@ -219,7 +219,8 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
         }
         got
     };
-    tx.commit(cx).await?;
+    drop(conn);
+    usage::record(cx, served).await?;
     if let Some(fields) = &input.fields {
         keep_fields(&mut got, fields);
     }
@@ -367,7 +368,7 @@ pub async fn search(store: &Store, cx: &OpCx, input: MemorySearch) -> OpResult<M
     )
     .await?;
     drop(conn);
-    record_exposures(store, cx, found.iter().map(|(row, _)| row), now).await?;
+    record_exposures(cx, found.iter().map(|(row, _)| row), now).await?;
     Ok(MemorySearchResult {
         hits: found
             .into_iter()
@@ -376,26 +377,14 @@ pub async fn search(store: &Store, cx: &OpCx, input: MemorySearch) -> OpResult<M
     })
 }
 
-/// Records one exposure per served row, in one transaction.
+/// Records one exposure per served row on the usage log.
 pub async fn record_exposures<'a>(
-    store: &Store,
     cx: &OpCx,
     rows: impl Iterator<Item = &'a Row>,
     now: i64,
 ) -> OpResult<()> {
-    let rows: Vec<&Row> = rows.collect();
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let mut tx = store.begin_write().await?;
-    for row in rows {
-        sql::record_exposure(
-            tx.conn(),
-            cx,
-            (&row.namespace, &row.agent, &row.memory_key, row.version),
-            now,
-        )
-        .await?;
-    }
-    tx.commit(cx).await
+    let served: Vec<Served> = rows
+        .map(|row| Served::new(cx, row.coordinates(), now, false))
+        .collect();
+    usage::record(cx, served).await
 }

@@ -2,10 +2,13 @@
 //! UPDATE on the version the caller read (so two writers racing on one
 //! version cannot both win) plus a snapshot row in `memory_versions`.
 
+use std::fmt::Write as _;
+
 use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 use sqlx::AnyConnection;
 
 use super::model::{Memory, MemoryVersion};
+use super::usage::Served;
 use super::validate::labels_from_json;
 use crate::store::{db_error, rfc3339};
 
@@ -40,6 +43,11 @@ impl Row {
     /// Whether it is served at `now`: not deleted, not expired.
     pub fn live(&self, now: i64) -> bool {
         self.deleted == 0 && self.expires_ms.is_none_or(|e| e > now)
+    }
+
+    /// (namespace, agent, key, version): what a serving of this row records.
+    pub fn coordinates(&self) -> (&str, &str, &str, i64) {
+        (&self.namespace, &self.agent, &self.memory_key, self.version)
     }
 
     /// The API shape.
@@ -376,57 +384,72 @@ pub async fn version_at(
     Ok(Some((hit.agent, row)))
 }
 
-/// Counts one serving of `row` to the caller and records the exposure.
-pub async fn record_recall(
-    conn: &mut AnyConnection,
-    cx: &OpCx,
-    row: &Row,
-    now: i64,
-) -> OpResult<()> {
-    sqlx::query(
-        "UPDATE memories SET recall_count = recall_count + 1, last_recall_ms = $1 \
-         WHERE org = $2 AND namespace = $3 AND agent = $4 AND memory_key = $5",
-    )
-    .bind(now)
-    .bind(&row.org)
-    .bind(&row.namespace)
-    .bind(&row.agent)
-    .bind(&row.memory_key)
-    .execute(&mut *conn)
-    .await
-    .map_err(db_error)?;
-    record_exposure(
-        conn,
-        cx,
-        (&row.namespace, &row.agent, &row.memory_key, row.version),
-        now,
-    )
-    .await
+/// Exposure rows per `INSERT`: 11 parameters each keeps a statement far
+/// below SQLite's and PostgreSQL's parameter limits.
+pub const EXPOSURES_PER_INSERT: usize = 100;
+
+/// Inserts one `memory_exposures` row per serving, in one statement.
+pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> OpResult<()> {
+    if served.is_empty() {
+        return Ok(());
+    }
+    let mut sql = String::from(
+        "INSERT INTO memory_exposures (org, namespace, agent, memory_key, version, served_to, subject, op, \
+         run_id, request_id, at_ms) VALUES ",
+    );
+    for i in 0..served.len() {
+        let p = i * 11;
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for c in 1..=11 {
+            if c > 1 {
+                sql.push_str(", ");
+            }
+            let _ = write!(sql, "${}", p + c);
+        }
+        sql.push(')');
+    }
+    let mut q = sqlx::query(&sql);
+    for s in served {
+        q = q
+            .bind(&s.org)
+            .bind(&s.namespace)
+            .bind(&s.agent)
+            .bind(&s.memory_key)
+            .bind(s.version)
+            .bind(&s.served_to)
+            .bind(&s.subject)
+            .bind(s.op)
+            .bind(s.run_id.as_deref())
+            .bind(&s.request_id)
+            .bind(s.at_ms);
+    }
+    q.execute(conn).await.map_err(db_error)?;
+    Ok(())
 }
 
-/// Records that a row (namespace, agent, key, version) was served to the
-/// caller (`memory_exposures`).
-pub async fn record_exposure(
+/// Adds `count` recalls to the row (org, namespace, agent, key), last at
+/// `last_ms` unless a later one is stored. A row deleted since it was
+/// served is left alone.
+pub async fn add_recalls(
     conn: &mut AnyConnection,
-    cx: &OpCx,
-    (namespace, agent, key, version): (&str, &str, &str, i64),
-    now: i64,
+    (org, namespace, agent, key): (&str, &str, &str, &str),
+    count: i64,
+    last_ms: i64,
 ) -> OpResult<()> {
     sqlx::query(
-        "INSERT INTO memory_exposures (org, namespace, agent, memory_key, version, served_to, subject, op, run_id, \
-         request_id, at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        "UPDATE memories SET recall_count = recall_count + $1, \
+         last_recall_ms = CASE WHEN last_recall_ms IS NULL OR last_recall_ms < $2 THEN $2 ELSE last_recall_ms END \
+         WHERE org = $3 AND namespace = $4 AND agent = $5 AND memory_key = $6",
     )
-    .bind(&cx.scope.org)
+    .bind(count)
+    .bind(last_ms)
+    .bind(org)
     .bind(namespace)
     .bind(agent)
     .bind(key)
-    .bind(version)
-    .bind(&cx.scope.agent)
-    .bind(&cx.caller.subject)
-    .bind(cx.op)
-    .bind(cx.run_id.as_deref())
-    .bind(&cx.request_id)
-    .bind(now)
     .execute(conn)
     .await
     .map_err(db_error)?;

@@ -99,7 +99,7 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     };
     let (memory, profile) = tokio::join!(memory, profile);
     let (memory, profile) = (memory?, profile?);
-    record_exposures(store, cx, memory.iter().map(|(row, _)| row), now).await?;
+    record_exposures(cx, memory.iter().map(|(row, _)| row), now).await?;
     let mut profile_hits: Vec<ProfileHit> = [
         ("persona", profile.persona),
         ("preferences", profile.preferences),

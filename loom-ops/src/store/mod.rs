@@ -6,19 +6,23 @@
 //! replicas. On SQLite the writer is one connection: writes queue in the
 //! pool instead of meeting `database is locked`, and WAL lets readers run
 //! beside it. Every write commits with `synchronous=FULL`, so an
-//! acknowledged write survives a `kill -9`.
+//! acknowledged write survives a `kill -9`; write transactions that queue
+//! behind each other share one commit (`group`).
 //!
 //! SQL is written once with `$1` placeholders, which both backends accept;
 //! where the dialects differ, [`Backend`] picks the statement.
 
+mod batch;
 mod error;
 mod gates;
+mod group;
 mod oauth;
 mod open;
 mod session_runs;
 pub mod testing;
 mod tx;
 
+pub use batch::{BatchSink, BatchWriter};
 pub use error::db_error;
 pub use gates::{GrantRow, IdemBegin, SIGNING_KEY_SETTING};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
@@ -53,6 +57,8 @@ pub struct Store {
     backend: Backend,
     writer: AnyPool,
     reader: AnyPool,
+    /// SQLite's group commit over the writer; `None` on PostgreSQL.
+    group: Option<std::sync::Arc<group::Group>>,
 }
 
 impl Store {
@@ -71,8 +77,12 @@ impl Store {
         &self.reader
     }
 
-    /// Closes both pools, waiting for connections in use to be returned.
+    /// Commits the open write group, then closes both pools, waiting for
+    /// connections in use to be returned.
     pub async fn close(&self) {
+        if let Some(group) = &self.group {
+            group.close().await;
+        }
         self.writer.close().await;
         self.reader.close().await;
     }

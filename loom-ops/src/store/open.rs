@@ -150,10 +150,13 @@ impl Store {
                 .map_err(|e| format!("cannot open the database: {e}"))?,
             Backend::Postgres => writer.clone(),
         };
+        let group =
+            (backend == Backend::Sqlite).then(|| super::group::Group::start(writer.clone()));
         Ok(Store {
             backend,
             writer,
             reader,
+            group,
         })
     }
 

@@ -1,37 +1,57 @@
 //! Write transactions. Every write goes through one: begin, change, and
 //! commit, which also writes the call's audit row when the op is declared
 //! `audit`, so the change and its audit commit together or not at all.
+//!
+//! On PostgreSQL a write transaction is a transaction of its own on the
+//! writer pool. On SQLite it is a savepoint in a group commit
+//! ([`super::group`]): the same all-or-nothing, one fsync for every call
+//! that queued behind the writer, and still no answer before the commit.
 
 use loom_core::{OpCx, OpResult};
 use sqlx::{Any, Transaction};
 
+use super::group::Member;
 use super::{Store, db_error, now_ms};
 
 /// A write transaction on the store's writer.
 pub struct WriteTx {
-    tx: Transaction<'static, Any>,
+    inner: Inner,
+}
+
+enum Inner {
+    Own(Transaction<'static, Any>),
+    Grouped(Member),
 }
 
 impl Store {
     /// Begins a write transaction.
     pub async fn begin_write(&self) -> OpResult<WriteTx> {
-        let tx = self.writer().begin().await.map_err(db_error)?;
-        Ok(WriteTx { tx })
+        let inner = match &self.group {
+            Some(group) => Inner::Grouped(group.join().await?),
+            None => Inner::Own(self.writer().begin().await.map_err(db_error)?),
+        };
+        Ok(WriteTx { inner })
     }
 }
 
 impl WriteTx {
     /// The connection to run statements on.
     pub fn conn(&mut self) -> &mut sqlx::AnyConnection {
-        &mut self.tx
+        match &mut self.inner {
+            Inner::Own(tx) => tx,
+            Inner::Grouped(member) => member.conn(),
+        }
     }
 
     /// Commits; for an audited op, writes its audit row (outcome `ok`) first.
     pub async fn commit(mut self, cx: &OpCx) -> OpResult<()> {
         if cx.audit && !cx.audited() {
-            insert_audit(&mut self.tx, cx, "ok").await?;
+            insert_audit(self.conn(), cx, "ok").await?;
         }
-        self.tx.commit().await.map_err(db_error)?;
+        match self.inner {
+            Inner::Own(tx) => tx.commit().await.map_err(db_error)?,
+            Inner::Grouped(member) => member.commit().await?,
+        }
         if cx.audit {
             cx.mark_audited();
         }
@@ -40,7 +60,10 @@ impl WriteTx {
 
     /// Rolls back.
     pub async fn rollback(self) -> OpResult<()> {
-        self.tx.rollback().await.map_err(db_error)
+        match self.inner {
+            Inner::Own(tx) => tx.rollback().await.map_err(db_error),
+            Inner::Grouped(member) => member.rollback().await,
+        }
     }
 }
 

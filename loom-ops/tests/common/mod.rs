@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use loom_core::{Caller, LoomError, OpCx, Registry, Scope, Services};
+use loom_ops::memory::usage::{self, UsageLog};
 use loom_ops::store::testing::{self, TestStore};
 use loom_ops::store::{Store, now_ms};
 use serde_json::Value;
@@ -41,6 +42,7 @@ pub async fn sqlite() -> Harness {
 
 fn services(store: Store) -> Arc<Services> {
     let mut s = Services::new();
+    s.insert(usage::start(store.clone()));
     s.insert(store);
     Arc::new(s)
 }
@@ -149,8 +151,15 @@ impl Harness {
         (entry.meta.call)(&cx, args).await
     }
 
-    /// A count from SQL with no parameters but the org.
+    /// Waits until what reads left behind (exposures, recall counts) is written.
+    pub async fn flush_usage(&self) {
+        self.services.get::<UsageLog>().unwrap().flush().await;
+    }
+
+    /// A count from SQL with no parameters but the org, after the usage log
+    /// is written.
     pub async fn count(&self, sql: &str) -> i64 {
+        self.flush_usage().await;
         let (n,): (i64,) = sqlx::query_as(sql)
             .fetch_one(self.store().reader())
             .await

@@ -1,0 +1,236 @@
+//! Batched background writers: rows a call produces but need not wait for
+//! (the call ledger, recall counts and exposure rows) are queued on a
+//! bounded channel and written by one task, many rows per transaction.
+//!
+//! Why: on SQLite every write queues behind the one writer connection and
+//! commits with `synchronous=FULL`, so a read that wrote its own telemetry
+//! row inside the request cost a commit per read. Batched, a few hundred
+//! reads share one commit and reads never wait for the writer.
+//!
+//! Nothing is dropped while the server runs: when the channel is full a
+//! call waits for room. A failed batch is retried with a growing pause (up
+//! to [`ATTEMPTS`] times) before it is logged as lost. [`BatchWriter::close`]
+//! writes everything queued, then stops the task: shutdown calls it after
+//! the last call finished. A `kill -9` loses what was still queued (at most
+//! a batch's worth of telemetry; never a memory write, which commits inside
+//! its call).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use loom_core::{BoxFuture, LoomError};
+use tokio::sync::{mpsc, oneshot};
+
+/// Rows the channel holds before calls wait.
+pub const CAPACITY: usize = 10_000;
+/// Rows written per batch.
+pub const BATCH: usize = 500;
+/// Tries per batch.
+pub const ATTEMPTS: u32 = 5;
+
+/// Where a writer's rows go, a batch at a time.
+pub trait BatchSink<T>: Send + Sync + 'static {
+    /// Writes every row of the batch, or none.
+    fn write_batch<'a>(&'a self, rows: &'a [T]) -> BoxFuture<'a, Result<(), LoomError>>;
+}
+
+enum Msg<T> {
+    Row(Box<T>),
+    Flush(oneshot::Sender<()>),
+    Close(oneshot::Sender<()>),
+}
+
+/// The handle calls queue rows through. Cheap to clone.
+pub struct BatchWriter<T> {
+    what: &'static str,
+    tx: mpsc::Sender<Msg<T>>,
+}
+
+impl<T> Clone for BatchWriter<T> {
+    fn clone(&self) -> Self {
+        BatchWriter {
+            what: self.what,
+            tx: self.tx.clone(),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for BatchWriter<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BatchWriter({})", self.what)
+    }
+}
+
+impl<T: Send + 'static> BatchWriter<T> {
+    /// Starts the writer task on the current runtime; `what` names the rows
+    /// in log lines.
+    pub fn start(what: &'static str, sink: Arc<dyn BatchSink<T>>) -> BatchWriter<T> {
+        let (tx, rx) = mpsc::channel(CAPACITY);
+        tokio::spawn(run(what, sink, rx));
+        BatchWriter { what, tx }
+    }
+
+    /// Queues one row.
+    pub async fn record(&self, row: T) {
+        if self.tx.send(Msg::Row(Box::new(row))).await.is_err() {
+            tracing::error!(
+                what = self.what,
+                "the batch writer has stopped: one row was not written"
+            );
+        }
+    }
+
+    /// Waits until every row queued before this call is written.
+    pub async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.tx.send(Msg::Flush(done)).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
+
+    /// Writes everything queued and stops the writer.
+    pub async fn close(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.tx.send(Msg::Close(done)).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+async fn write<T: 'static>(what: &'static str, sink: &dyn BatchSink<T>, batch: &mut Vec<T>) {
+    if batch.is_empty() {
+        return;
+    }
+    let mut pause = Duration::from_millis(100);
+    for attempt in 1..=ATTEMPTS {
+        match sink.write_batch(batch).await {
+            Ok(()) => break,
+            Err(e) if attempt < ATTEMPTS => {
+                tracing::warn!(what, error = %e, cause = e.internal_message().unwrap_or(""), attempt, "batch failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(e) => {
+                tracing::error!(what, error = %e, cause = e.internal_message().unwrap_or(""), lost = batch.len(), "batch lost");
+            }
+        }
+    }
+    batch.clear();
+}
+
+async fn run<T: 'static>(
+    what: &'static str,
+    sink: Arc<dyn BatchSink<T>>,
+    mut rx: mpsc::Receiver<Msg<T>>,
+) {
+    let mut batch: Vec<T> = Vec::with_capacity(BATCH);
+    while let Some(msg) = rx.recv().await {
+        // Take everything already queued: under load a batch fills while the
+        // previous one commits, so commits per row fall as load rises.
+        let mut acks = Vec::new();
+        let mut close = None;
+        let mut next = Some(msg);
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Row(row) => batch.push(*row),
+                Msg::Flush(ack) => acks.push(ack),
+                Msg::Close(ack) => {
+                    close = Some(ack);
+                    break;
+                }
+            }
+            if batch.len() >= BATCH {
+                write(what, sink.as_ref(), &mut batch).await;
+            }
+            next = rx.try_recv().ok();
+        }
+        write(what, sink.as_ref(), &mut batch).await;
+        for ack in acks {
+            let _ = ack.send(());
+        }
+        if let Some(ack) = close {
+            rx.close();
+            while let Ok(msg) = rx.try_recv() {
+                if let Msg::Row(row) = msg {
+                    batch.push(*row);
+                }
+            }
+            write(what, sink.as_ref(), &mut batch).await;
+            let _ = ack.send(());
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Keeps every batch it was handed; fails the first `fail` writes.
+    struct Keep {
+        batches: Mutex<Vec<Vec<u32>>>,
+        fail: Mutex<u32>,
+    }
+
+    impl BatchSink<u32> for Keep {
+        fn write_batch<'a>(&'a self, rows: &'a [u32]) -> BoxFuture<'a, Result<(), LoomError>> {
+            Box::pin(async move {
+                let mut fail = self.fail.lock().unwrap();
+                if *fail > 0 {
+                    *fail -= 1;
+                    return Err(LoomError::internal("down"));
+                }
+                self.batches.lock().unwrap().push(rows.to_vec());
+                Ok(())
+            })
+        }
+    }
+
+    fn keep(fail: u32) -> Arc<Keep> {
+        Arc::new(Keep {
+            batches: Mutex::new(Vec::new()),
+            fail: Mutex::new(fail),
+        })
+    }
+
+    #[tokio::test]
+    async fn flush_writes_everything_queued_in_order_and_in_bounded_batches() {
+        let sink = keep(0);
+        let w = BatchWriter::start("test", sink.clone());
+        for i in 0..1_234 {
+            w.record(i).await;
+        }
+        w.flush().await;
+        let batches = sink.batches.lock().unwrap().clone();
+        assert!(batches.iter().all(|b| !b.is_empty() && b.len() <= BATCH));
+        let all: Vec<u32> = batches.into_iter().flatten().collect();
+        assert_eq!(all, (0..1_234).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_failed_batch_is_retried() {
+        let sink = keep(2);
+        let w = BatchWriter::start("test", sink.clone());
+        w.record(7).await;
+        w.flush().await;
+        assert_eq!(*sink.batches.lock().unwrap(), vec![vec![7]]);
+    }
+
+    #[tokio::test]
+    async fn close_writes_what_is_queued_and_later_rows_are_refused_quietly() {
+        let sink = keep(0);
+        let w = BatchWriter::start("test", sink.clone());
+        w.record(1).await;
+        w.record(2).await;
+        w.close().await;
+        w.record(3).await;
+        w.flush().await;
+        assert_eq!(
+            sink.batches.lock().unwrap().concat(),
+            vec![1, 2],
+            "rows queued before close are written, none after"
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! Group commit for SQLite's one writer connection.
+//!
+//! Why: every write commits with `synchronous=FULL`, and on SQLite every
+//! write goes through one connection, so a commit per call caps writes at
+//! one fsync each (a few hundred a second on ordinary disks). Here calls
+//! that queue behind each other share one transaction and one fsync, and no
+//! call is answered before the commit that holds its write.
+//!
+//! How: the writer connection lives in [`Group`] behind a fair (FIFO) lock.
+//! A call takes the lock, begins the group's transaction if none is open,
+//! and runs inside a savepoint of its own; its commit releases the savepoint
+//! (a failed or abandoned call rolls back only its savepoint), hands the lock
+//! to the next call in line and waits for the group's commit. One committer
+//! task queues on the same lock whenever a call finished: every call that
+//! queued before it joins the group, so under load groups grow by
+//! themselves, and alone a call commits at once.
+
+use std::sync::{Arc, Weak};
+
+use loom_core::{LoomError, OpResult};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyPool, Executor};
+use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
+
+use super::db_error;
+
+/// The savepoint each call runs in.
+const SAVEPOINT: &str = "loom_call";
+
+/// How one group ended: `None` while it is open, then its commit's outcome.
+type Outcome = Option<Result<(), String>>;
+
+/// The writer connection and the open group, if any.
+pub(super) struct Group {
+    pool: AnyPool,
+    state: Arc<Mutex<State>>,
+    /// Rung when a call left the group (committed or rolled back its
+    /// savepoint), so the committer queues for the lock. Shared with the
+    /// committer, which holds the group itself only weakly.
+    finished: Arc<Notify>,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Group")
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// The connection, while a group's transaction is open.
+    conn: Option<PoolConnection<Any>>,
+    /// Where the open group's outcome is announced.
+    outcome: Option<watch::Sender<Outcome>>,
+    /// A call was abandoned inside its savepoint: roll it back first.
+    abandoned: bool,
+    /// The store is closing: no new group.
+    closed: bool,
+}
+
+/// One call's place in the group: holds the lock until its commit.
+pub(super) struct Member {
+    group: Arc<Group>,
+    guard: Option<OwnedMutexGuard<State>>,
+}
+
+impl Group {
+    /// The group over `pool` (SQLite's one writer connection), with its
+    /// committer task on the current runtime.
+    pub(super) fn start(pool: AnyPool) -> Arc<Group> {
+        let group = Arc::new(Group {
+            pool,
+            state: Arc::new(Mutex::new(State::default())),
+            finished: Arc::new(Notify::new()),
+        });
+        tokio::spawn(committer(group.finished.clone(), Arc::downgrade(&group)));
+        group
+    }
+
+    /// Joins the open group (or begins one) and opens the call's savepoint.
+    pub(super) async fn join(self: &Arc<Group>) -> OpResult<Member> {
+        let mut guard = self.state.clone().lock_owned().await;
+        if guard.closed {
+            return Err(LoomError::internal("the store is closed"));
+        }
+        settle_abandoned(&mut guard).await?;
+        if guard.conn.is_none() {
+            let mut conn = self.pool.acquire().await.map_err(db_error)?;
+            // IMMEDIATE: take the write lock now, so another process's writer
+            // (a CLI, a replica on the same file) waits on busy_timeout at the
+            // start instead of failing half-way.
+            conn.execute("BEGIN IMMEDIATE").await.map_err(db_error)?;
+            guard.conn = Some(conn);
+            guard.outcome = Some(watch::channel(None).0);
+        }
+        let conn = guard.conn.as_mut().expect("the group's connection");
+        if let Err(e) = conn
+            .execute(format!("SAVEPOINT {SAVEPOINT}").as_str())
+            .await
+        {
+            drop(guard);
+            self.finished.notify_one();
+            return Err(db_error(e));
+        }
+        Ok(Member {
+            group: self.clone(),
+            guard: Some(guard),
+        })
+    }
+
+    /// Commits the open group, if any, and stops new ones.
+    pub(super) async fn close(&self) {
+        let mut guard = self.state.lock().await;
+        commit_open(&mut guard).await;
+        guard.closed = true;
+        drop(guard);
+        self.finished.notify_one();
+    }
+}
+
+/// Rolls back the savepoint of a call that was abandoned inside it.
+async fn settle_abandoned(state: &mut State) -> OpResult<()> {
+    if !std::mem::take(&mut state.abandoned) {
+        return Ok(());
+    }
+    if let Some(conn) = state.conn.as_mut() {
+        conn.execute(
+            format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}").as_str(),
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    Ok(())
+}
+
+/// Commits the open group and announces the outcome to its members.
+async fn commit_open(state: &mut State) {
+    let settled = settle_abandoned(state).await;
+    let Some(mut conn) = state.conn.take() else {
+        return;
+    };
+    let outcome = match settled {
+        Ok(()) => conn
+            .execute("COMMIT")
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.internal_message().unwrap_or(e.message()).to_owned()),
+    };
+    if outcome.is_err() {
+        // Leave no transaction open on the connection the pool gets back.
+        let _ = conn.execute("ROLLBACK").await;
+    }
+    if let Some(tx) = state.outcome.take() {
+        let _ = tx.send(Some(outcome));
+    }
+}
+
+/// Commits the open group each time a call left it. Stops when the store
+/// is closed or dropped.
+async fn committer(finished: Arc<Notify>, group: Weak<Group>) {
+    loop {
+        finished.notified().await;
+        let Some(state) = group.upgrade().map(|g| g.state.clone()) else {
+            return;
+        };
+        let mut guard = state.lock().await;
+        if guard.closed {
+            return;
+        }
+        commit_open(&mut guard).await;
+    }
+}
+
+impl Member {
+    /// The connection to run statements on, inside the call's savepoint.
+    pub(super) fn conn(&mut self) -> &mut sqlx::AnyConnection {
+        self.guard
+            .as_mut()
+            .and_then(|g| g.conn.as_mut())
+            .expect("a member holds the group's connection")
+    }
+
+    /// Releases the savepoint into the group and waits for the group's commit.
+    pub(super) async fn commit(mut self) -> OpResult<()> {
+        let mut guard = self.guard.take().expect("a member holds the lock");
+        let released = match guard.conn.as_mut() {
+            Some(conn) => conn
+                .execute(format!("RELEASE SAVEPOINT {SAVEPOINT}").as_str())
+                .await
+                .map(|_| ())
+                .map_err(db_error),
+            None => Err(LoomError::internal("the group's connection is gone")),
+        };
+        if let Err(e) = released {
+            guard.abandoned = true;
+            drop(guard);
+            self.group.finished.notify_one();
+            return Err(e);
+        }
+        let mut outcome = guard
+            .outcome
+            .as_ref()
+            .expect("an open group has an outcome channel")
+            .subscribe();
+        drop(guard);
+        self.group.finished.notify_one();
+        let ended = outcome
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| LoomError::internal("the group ended without an outcome"))?
+            .clone();
+        match ended {
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => Err(LoomError::internal(format!("group commit failed: {e}"))),
+            None => unreachable!("wait_for returned an open group"),
+        }
+    }
+
+    /// Rolls back the call's savepoint; the group goes on.
+    pub(super) async fn rollback(mut self) -> OpResult<()> {
+        let mut guard = self.guard.take().expect("a member holds the lock");
+        guard.abandoned = true;
+        let settled = settle_abandoned(&mut guard).await;
+        drop(guard);
+        self.group.finished.notify_one();
+        settled
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        // Dropped before commit or rollback (an error returned early, or
+        // the call's future was dropped): the next holder of the lock rolls
+        // the savepoint back before it writes.
+        if let Some(mut guard) = self.guard.take() {
+            guard.abandoned = true;
+            drop(guard);
+            self.group.finished.notify_one();
+        }
+    }
+}
