@@ -15,7 +15,7 @@ use std::sync::Arc;
 use loom_core::{BoxFuture, LoomError, OpCx, OpResult};
 
 use super::store as sql;
-use crate::store::{BatchSink, BatchWriter, Store, db_error};
+use crate::store::{BatchSink, BatchWriter, Store};
 
 /// One serving of one memory version.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,12 +108,12 @@ async fn write(store: &Store, rows: &[Served]) -> OpResult<()> {
         entry.0 += 1;
         entry.1 = entry.1.max(s.at_ms);
     }
-    let mut tx = store.writer().begin().await.map_err(db_error)?;
+    let mut tx = store.begin_write().await?;
     for chunk in rows.chunks(sql::EXPOSURES_PER_INSERT) {
-        sql::insert_exposures(&mut tx, chunk).await?;
+        sql::insert_exposures(tx.conn(), chunk).await?;
     }
     for (row, (count, last)) in recalls {
-        sql::add_recalls(&mut tx, row, count, last).await?;
+        sql::add_recalls(tx.conn(), row, count, last).await?;
     }
-    tx.commit().await.map_err(db_error)
+    tx.commit_unaudited().await
 }

@@ -187,78 +187,26 @@ impl Store {
         ttl_ms: i64,
         stale_ms: i64,
     ) -> OpResult<IdemBegin> {
-        let (org, subject) = principal;
-        let now = now_ms();
-        let inserted = sqlx::query(
-            "INSERT INTO idempotency_keys (org, subject, idem_key, op, request_hash, state, created_ms) \
-             VALUES ($1, $2, $3, $4, $5, 'in_flight', $6) ON CONFLICT (org, subject, idem_key) DO NOTHING",
+        // One write transaction (on SQLite, a place in a group commit), so
+        // the claim costs no commit of its own.
+        let mut tx = self.begin_write().await?;
+        let found = claim(
+            tx.conn(),
+            principal,
+            key,
+            (op, request_hash),
+            ttl_ms,
+            stale_ms,
         )
-        .bind(org)
-        .bind(subject)
-        .bind(key)
-        .bind(op)
-        .bind(request_hash)
-        .bind(now)
-        .execute(self.writer())
-        .await
-        .map_err(db_error)?;
-        if inserted.rows_affected() == 1 {
-            return Ok(IdemBegin::Owned);
-        }
-        let row: Option<(String, String, String, i64, String, i64)> = sqlx::query_as(
-            "SELECT op, request_hash, state, status, body, created_ms FROM idempotency_keys \
-             WHERE org = $1 AND subject = $2 AND idem_key = $3",
-        )
-        .bind(org)
-        .bind(subject)
-        .bind(key)
-        .fetch_optional(self.writer())
-        .await
-        .map_err(db_error)?;
-        let Some((old_op, old_hash, state, status, body, created_ms)) = row else {
-            // Deleted between the two statements (a failed call released it): claim it again.
-            return Box::pin(self.idempotency_begin(
-                principal,
-                key,
-                op,
-                request_hash,
-                ttl_ms,
-                stale_ms,
-            ))
-            .await;
-        };
-        let expired =
-            now - created_ms > ttl_ms || (state == "in_flight" && now - created_ms > stale_ms);
-        if expired {
-            let taken = sqlx::query(
-                "UPDATE idempotency_keys SET op = $1, request_hash = $2, state = 'in_flight', status = 0, \
-                 body = '', created_ms = $3 WHERE org = $4 AND subject = $5 AND idem_key = $6 AND created_ms = $7",
-            )
-            .bind(op)
-            .bind(request_hash)
-            .bind(now)
-            .bind(org)
-            .bind(subject)
-            .bind(key)
-            .bind(created_ms)
-            .execute(self.writer())
-            .await
-            .map_err(db_error)?;
-            return Ok(if taken.rows_affected() == 1 {
-                IdemBegin::Owned
-            } else {
-                IdemBegin::InFlight
-            });
-        }
-        if old_op != op || old_hash != request_hash {
-            Ok(IdemBegin::Mismatch)
-        } else if state == "in_flight" {
-            Ok(IdemBegin::InFlight)
-        } else {
-            Ok(IdemBegin::Replay {
-                status: u16::try_from(status).unwrap_or(500),
-                body,
-            })
+        .await?;
+        tx.commit_unaudited().await?;
+        match found {
+            Some(found) => Ok(found),
+            // Deleted between two statements (a failed call released it): claim it again.
+            None => {
+                Box::pin(self.idempotency_begin(principal, key, op, request_hash, ttl_ms, stale_ms))
+                    .await
+            }
         }
     }
 
@@ -270,6 +218,7 @@ impl Store {
         status: u16,
         body: &str,
     ) -> OpResult<()> {
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "UPDATE idempotency_keys SET state = 'done', status = $1, body = $2 \
              WHERE org = $3 AND subject = $4 AND idem_key = $5",
@@ -279,24 +228,25 @@ impl Store {
         .bind(principal.0)
         .bind(principal.1)
         .bind(key)
-        .execute(self.writer())
+        .execute(tx.conn())
         .await
         .map_err(db_error)?;
-        Ok(())
+        tx.commit_unaudited().await
     }
 
     /// Forgets a key whose call failed, so a retry with it runs again.
     pub async fn idempotency_release(&self, principal: (&str, &str), key: &str) -> OpResult<()> {
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "DELETE FROM idempotency_keys WHERE org = $1 AND subject = $2 AND idem_key = $3",
         )
         .bind(principal.0)
         .bind(principal.1)
         .bind(key)
-        .execute(self.writer())
+        .execute(tx.conn())
         .await
         .map_err(db_error)?;
-        Ok(())
+        tx.commit_unaudited().await
     }
 
     /// Writes a batch of ledger rows in one transaction.
@@ -304,7 +254,7 @@ impl Store {
         if events.is_empty() {
             return Ok(());
         }
-        let mut tx = self.writer().begin().await.map_err(db_error)?;
+        let mut tx = self.begin_write().await?;
         for e in events {
             sqlx::query(
                 "INSERT INTO agent_events (org, namespace, subject, agent, consumer, op, transport, run_id, \
@@ -325,11 +275,11 @@ impl Store {
             .bind(i64::from(e.status))
             .bind(i64::try_from(e.latency_ms).unwrap_or(i64::MAX))
             .bind(e.at_ms)
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await
             .map_err(db_error)?;
         }
-        tx.commit().await.map_err(db_error)
+        tx.commit_unaudited().await
     }
 }
 
@@ -340,4 +290,80 @@ impl EventSink for Store {
     ) -> BoxFuture<'a, Result<(), LoomError>> {
         Box::pin(self.insert_agent_events(events))
     }
+}
+
+/// [`Store::idempotency_begin`]'s statements; `None` when the key's row
+/// vanished between them (its call failed and released it).
+async fn claim(
+    conn: &mut sqlx::AnyConnection,
+    principal: (&str, &str),
+    key: &str,
+    (op, request_hash): (&str, &str),
+    ttl_ms: i64,
+    stale_ms: i64,
+) -> OpResult<Option<IdemBegin>> {
+    let (org, subject) = principal;
+    let now = now_ms();
+    let inserted = sqlx::query(
+        "INSERT INTO idempotency_keys (org, subject, idem_key, op, request_hash, state, created_ms) \
+         VALUES ($1, $2, $3, $4, $5, 'in_flight', $6) ON CONFLICT (org, subject, idem_key) DO NOTHING",
+    )
+    .bind(org)
+    .bind(subject)
+    .bind(key)
+    .bind(op)
+    .bind(request_hash)
+    .bind(now)
+    .execute(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    if inserted.rows_affected() == 1 {
+        return Ok(Some(IdemBegin::Owned));
+    }
+    let row: Option<(String, String, String, i64, String, i64)> = sqlx::query_as(
+        "SELECT op, request_hash, state, status, body, created_ms FROM idempotency_keys \
+         WHERE org = $1 AND subject = $2 AND idem_key = $3",
+    )
+    .bind(org)
+    .bind(subject)
+    .bind(key)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db_error)?;
+    let Some((old_op, old_hash, state, status, body, created_ms)) = row else {
+        return Ok(None);
+    };
+    let expired =
+        now - created_ms > ttl_ms || (state == "in_flight" && now - created_ms > stale_ms);
+    if expired {
+        let taken = sqlx::query(
+            "UPDATE idempotency_keys SET op = $1, request_hash = $2, state = 'in_flight', status = 0, \
+             body = '', created_ms = $3 WHERE org = $4 AND subject = $5 AND idem_key = $6 AND created_ms = $7",
+        )
+        .bind(op)
+        .bind(request_hash)
+        .bind(now)
+        .bind(org)
+        .bind(subject)
+        .bind(key)
+        .bind(created_ms)
+        .execute(&mut *conn)
+        .await
+        .map_err(db_error)?;
+        return Ok(Some(if taken.rows_affected() == 1 {
+            IdemBegin::Owned
+        } else {
+            IdemBegin::InFlight
+        }));
+    }
+    Ok(Some(if old_op != op || old_hash != request_hash {
+        IdemBegin::Mismatch
+    } else if state == "in_flight" {
+        IdemBegin::InFlight
+    } else {
+        IdemBegin::Replay {
+            status: u16::try_from(status).unwrap_or(500),
+            body,
+        }
+    }))
 }

@@ -48,14 +48,20 @@ impl WriteTx {
         if cx.audit && !cx.audited() {
             insert_audit(self.conn(), cx, "ok").await?;
         }
-        match self.inner {
-            Inner::Own(tx) => tx.commit().await.map_err(db_error)?,
-            Inner::Grouped(member) => member.commit().await?,
-        }
+        self.commit_unaudited().await?;
         if cx.audit {
             cx.mark_audited();
         }
         Ok(())
+    }
+
+    /// Commits without an audit row: the server's own bookkeeping
+    /// (idempotency keys, the ledger, usage), which is no op's change.
+    pub async fn commit_unaudited(self) -> OpResult<()> {
+        match self.inner {
+            Inner::Own(tx) => tx.commit().await.map_err(db_error),
+            Inner::Grouped(member) => member.commit().await,
+        }
     }
 
     /// Rolls back.
@@ -99,8 +105,9 @@ impl Store {
         if !cx.audit || cx.audited() {
             return Ok(());
         }
-        let mut conn = self.writer().acquire().await.map_err(db_error)?;
-        insert_audit(&mut conn, cx, outcome).await?;
+        let mut tx = self.begin_write().await?;
+        insert_audit(tx.conn(), cx, outcome).await?;
+        tx.commit_unaudited().await?;
         cx.mark_audited();
         Ok(())
     }
