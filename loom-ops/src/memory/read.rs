@@ -176,9 +176,16 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
         {
             return Err(sql::version_conflict(key, expected, row.version));
         }
-        sql::record_recall(tx.conn(), cx, &row, now).await?;
-        row.recall_count += 1;
-        row.last_recall_ms = Some(now);
+        if cx.records_usage() {
+            sql::record_recall(tx.conn(), cx, &row, now).await?;
+            row.recall_count += 1;
+            row.last_recall_ms = Some(now);
+        } else {
+            // The recall count ranks results, so a read that records no
+            // usage leaves it; who was served which row is still recorded.
+            let served = (row.namespace.as_str(), row.agent.as_str(), key, row.version);
+            sql::record_exposure(tx.conn(), cx, served, now).await?;
+        }
         let mut got = got_from_row(&row);
         got.run_id = sql::version_run(tx.conn(), cx, &row).await?;
         if input.include_recall_breakdown == Some(true) {
