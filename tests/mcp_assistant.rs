@@ -452,10 +452,17 @@ async fn assistant_reads_record_no_usage_but_leave_exposures() {
                 .await;
             assert_eq!(ok(&got)["recall_count"], 0, "{}", t.name());
         }
+        // full results, but no per-hit score breakdown, whatever the call sends
         let hits = a
-            .call("loom_memory_search", json!({"query": "deploys tuesday"}))
+            .call(
+                "loom_memory_search",
+                json!({"query": "deploys tuesday", "explain": true}),
+            )
             .await;
-        assert_eq!(ok(&hits)["hits"].as_array().unwrap().len(), 1);
+        let hits = ok(&hits)["hits"].as_array().unwrap().clone();
+        assert_eq!(hits.len(), 1);
+        assert!(hits[0]["score"].is_number(), "{}", hits[0]);
+        assert!(hits[0]["explain"].is_null(), "{}", hits[0]);
         let asked = a
             .call(
                 "loom_memory_ask",

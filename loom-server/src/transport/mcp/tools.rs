@@ -90,7 +90,7 @@ async fn assistant_call(mcp: &Mcp, conn: &Connection, name: &str, args: Value) -
     };
     match op {
         Some(op) if op.listed_on(&Listing::Assistant) => {
-            run(mcp, conn, op, args, Shape::Full).await
+            run(mcp, conn, op, without_explain(op, args), Shape::Full).await
         }
         Some(op) => {
             let mut request = call_request(conn, op, args);
@@ -127,6 +127,18 @@ async fn assistant_call(mcp: &Mcp, conn: &Connection, name: &str, args: Value) -
             }
         }
     }
+}
+
+/// The assistant's results are the full output, but an op's per-hit score
+/// breakdown (`explain`) is diagnostics a citation does not need: it is
+/// off whatever the call sends.
+fn without_explain(op: &Op, mut args: Value) -> Value {
+    if op.input_schema.pointer("/properties/explain").is_some()
+        && let Some(map) = args.as_object_mut()
+    {
+        map.insert("explain".into(), Value::Bool(false));
+    }
+    args
 }
 
 /// What this connection asks of its calls: the assistant toolset's policy
