@@ -53,6 +53,31 @@ pub struct Scope {
     pub role: Option<Role>,
 }
 
+/// What a call asks of the op beyond its arguments. The transport sets it
+/// (the MCP assistant toolset turns both off); ops read it and never ask
+/// which transport or toolset a call came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallOptions {
+    /// Reads record usage: the recall counts that rank results. An
+    /// investigation on someone's behalf must not change what ranks first.
+    /// The exposure row a served memory leaves (who was served which row)
+    /// is telemetry and is written either way.
+    pub records_usage: bool,
+    /// The call's own agent may stand in for an agent the read does not
+    /// name. Off when the caller's agent writes nothing (the assistant): a
+    /// read of one writer's rows must then name that writer.
+    pub own_agent: bool,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions {
+            records_usage: true,
+            own_agent: true,
+        }
+    }
+}
+
 /// Services the server hands to ops (the store, clocks, …), keyed by type.
 #[derive(Clone, Default)]
 pub struct Services {
@@ -106,6 +131,8 @@ pub struct OpCx {
     pub session_id: Option<String>,
     /// A digest of the call's arguments, for the audit row.
     pub args_digest: String,
+    /// What the call asks of the op beyond its arguments.
+    pub options: CallOptions,
     services: Arc<Services>,
     audited: AtomicBool,
 }
@@ -123,9 +150,15 @@ impl OpCx {
             run_id: None,
             session_id: None,
             args_digest: String::new(),
+            options: CallOptions::default(),
             services,
             audited: AtomicBool::new(false),
         }
+    }
+
+    /// Whether this call's reads record usage ([`CallOptions::records_usage`]).
+    pub fn records_usage(&self) -> bool {
+        self.options.records_usage
     }
 
     /// The service of type `T`; a missing one is a fault in the server's wiring.

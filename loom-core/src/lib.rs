@@ -66,7 +66,7 @@ pub mod __private;
 
 pub use args::{Unknown, Validator, closest, similarity};
 pub use capabilities::{OpCapability, capabilities};
-pub use cx::{Caller, OpCx, Scope, Services, Transport};
+pub use cx::{CallOptions, Caller, OpCx, Scope, Services, Transport};
 pub use effect::{Annotations, Effect};
 pub use error::{Category, ErrorCode, LoomError, OpResult};
 pub use gates::{AgentEvent, EventSink, RateKey, RateLimiter};

@@ -71,6 +71,8 @@ fn gates(c: &mut Criterion) {
         session_id: None,
         run_id: None,
         default_agent: Some("bench".into()),
+        policy: pipeline::CallPolicy::default(),
+        refuse: None,
     };
     let set = runtime.block_on(pipeline::call(
         &app,

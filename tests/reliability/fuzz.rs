@@ -211,6 +211,8 @@ fn every_op_answers_hostile_arguments_without_a_fault() {
                         session_id: None,
                         run_id: None,
                         default_agent: None,
+                        policy: pipeline::CallPolicy::default(),
+                        refuse: None,
                     },
                 ));
                 prop_assert!(

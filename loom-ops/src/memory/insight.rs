@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use loom_core::{OpCx, OpResult};
+use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 
 use super::model::{
     Aggregates, Group, GroupBy, MemoryAggregate, MemoryInspection, MemoryLookup, MemoryProvenance,
@@ -25,6 +25,29 @@ async fn count(conn: &mut sqlx::AnyConnection, sql_text: &str, row: &Row) -> OpR
         .await
         .map_err(db_error)?;
     Ok(n)
+}
+
+/// A read of one writer's rows names the writer when the caller's own
+/// agent cannot stand in for it ([`loom_core::CallOptions::own_agent`] is
+/// off on the assistant toolset, whose client writes nothing): guessing
+/// would answer about the wrong writer's rows.
+fn require_writer(cx: &OpCx, agent: Option<&str>) -> OpResult<()> {
+    if agent.is_some() || cx.options.own_agent {
+        return Ok(());
+    }
+    Err(LoomError::new(
+        ErrorCode::InvalidArguments,
+        format!(
+            "{}: invalid arguments.\nagent: name the writer whose rows to read [missing]",
+            cx.op
+        ),
+    )
+    .with_detail("field", "agent")
+    .with_detail("required", vec!["agent"])
+    .with_detail(
+        "hint",
+        "pass the agent of a memory.search or memory.list hit for this memory",
+    ))
 }
 
 /// `memory.inspect`.
@@ -104,6 +127,7 @@ pub async fn provenance(
     input: MemoryLookup,
 ) -> OpResult<MemoryProvenance> {
     validate::key("memory_key", &input.memory_key)?;
+    require_writer(cx, input.agent.as_deref())?;
     let mut conn = store.reader().acquire().await.map_err(db_error)?;
     require_namespace(&mut conn, cx).await?;
     let Some(row) = sql::resolve(
@@ -161,6 +185,7 @@ pub async fn provenance(
 /// `memory.aggregate`: counted over the live rows, in Rust, so that label
 /// grouping (labels are a JSON array) works the same on both backends.
 pub async fn aggregate(store: &Store, cx: &OpCx, input: MemoryAggregate) -> OpResult<Aggregates> {
+    require_writer(cx, input.agent.as_deref())?;
     let mut conn = store.reader().acquire().await.map_err(db_error)?;
     require_namespace(&mut conn, cx).await?;
     let rows: Vec<Row> = sqlx::query_as(&format!(

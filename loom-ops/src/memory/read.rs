@@ -179,11 +179,16 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
         {
             return Err(sql::version_conflict(key, expected, row.version));
         }
-        served.push(Served::new(cx, row.coordinates(), now, true));
-        // The answer counts this recall; the stored count catches up when
-        // the usage log writes it.
-        row.recall_count += 1;
-        row.last_recall_ms = Some(now);
+        // The recall count ranks results, so a read that records no usage
+        // leaves it; who was served which row is still recorded.
+        let recall = cx.records_usage();
+        served.push(Served::new(cx, row.coordinates(), now, recall));
+        if recall {
+            // The answer counts this recall; the stored count catches up
+            // when the usage log writes it.
+            row.recall_count += 1;
+            row.last_recall_ms = Some(now);
+        }
         let mut got = got_from_row(&row);
         got.run_id = sql::version_run(&mut conn, cx, &row).await?;
         if input.include_recall_breakdown == Some(true) {

@@ -23,10 +23,29 @@ pub async fn authorize(
     caller: Option<&Caller>,
     scope: &mut Scope,
 ) -> Result<(), LoomError> {
+    let role = access(app, caller, scope).await?;
+    if role < op.meta.role {
+        return Err(LoomError::new(
+            ErrorCode::AuthInsufficient,
+            format!(
+                "{} needs the {} role in '{}'; the caller holds {role}",
+                op.name, op.meta.role, scope.namespace
+            ),
+        )
+        .with_detail("required_role", op.meta.role.as_str())
+        .with_detail("role", role.as_str()));
+    }
+    scope.role = Some(role);
+    Ok(())
+}
+
+/// The caller's role in the scope's namespace (every role reads), or the
+/// access refusal: ORG_MISMATCH for a restricted namespace of another org,
+/// NAMESPACE_NOT_ACCESSIBLE for one it holds no role in.
+pub async fn access(app: &App, caller: Option<&Caller>, scope: &Scope) -> Result<Role, LoomError> {
     let Some(caller) = caller else {
         // Authentication is off: every call acts as admin.
-        scope.role = Some(Role::Admin);
-        return Ok(());
+        return Ok(Role::Admin);
     };
     if caller.org != scope.org
         && app
@@ -60,8 +79,8 @@ pub async fn authorize(
             .await?;
         from_token.max(granted)
     };
-    let Some(role) = role else {
-        return Err(LoomError::new(
+    role.ok_or_else(|| {
+        LoomError::new(
             ErrorCode::NamespaceNotAccessible,
             format!(
                 "namespace '{}' is not accessible: the token does not name it and holds no grant on it; \
@@ -69,19 +88,6 @@ pub async fn authorize(
                 scope.namespace
             ),
         )
-        .with_detail("namespace", scope.namespace.clone()));
-    };
-    if role < op.meta.role {
-        return Err(LoomError::new(
-            ErrorCode::AuthInsufficient,
-            format!(
-                "{} needs the {} role in '{}'; the caller holds {role}",
-                op.name, op.meta.role, scope.namespace
-            ),
-        )
-        .with_detail("required_role", op.meta.role.as_str())
-        .with_detail("role", role.as_str()));
-    }
-    scope.role = Some(role);
-    Ok(())
+        .with_detail("namespace", scope.namespace.clone())
+    })
 }

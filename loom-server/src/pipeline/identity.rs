@@ -25,6 +25,11 @@ fn explicit<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
+/// Whether the arguments name a namespace (an empty one names none).
+pub fn names_namespace(args: &Value) -> bool {
+    explicit(args, "namespace").is_some()
+}
+
 /// Whether `caller` may act in `org`.
 pub fn may_act_in_org(caller: &Caller, org: &str) -> bool {
     caller.org == org || caller.org == "*" || caller.platform_admin

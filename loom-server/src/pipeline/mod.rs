@@ -23,7 +23,9 @@ pub mod ratelimit;
 use std::sync::Arc;
 use std::time::Instant;
 
-use loom_core::{AgentEvent, Caller, ErrorCode, LoomError, Op, OpCx, RateKey, Transport};
+use loom_core::{
+    AgentEvent, CallOptions, Caller, ErrorCode, LoomError, Op, OpCx, RateKey, Scope, Transport,
+};
 use serde_json::Value;
 
 pub use auth::{AuthRefusal, authenticate};
@@ -53,6 +55,47 @@ pub struct CallRequest {
     /// The agent when the arguments name none (MCP: from the client's name);
     /// `None` falls back to the token subject.
     pub default_agent: Option<String>,
+    /// What the connection asks of its calls beyond their arguments.
+    pub policy: CallPolicy,
+    /// A refusal to answer once the caller's access to the call's org and
+    /// namespace has been checked (an op the connection does not serve): a
+    /// call to an unreadable namespace gets the access refusal instead. The
+    /// call is ledgered either way; the op does not run.
+    pub refuse: Option<LoomError>,
+}
+
+/// What a connection asks of every call beyond its arguments. The default
+/// is the ordinary behaviour of every transport; the MCP assistant toolset
+/// asks for [`CallPolicy::assistant`].
+#[derive(Clone, Debug, Default)]
+pub struct CallPolicy {
+    /// The consumer a call is ledgered as when the token's claim names none
+    /// (a token's own claim always wins).
+    pub consumer: Option<String>,
+    /// A call that names no namespace acts in the first namespace the token
+    /// names *and may read*, rather than the first it names.
+    pub readable_default: bool,
+    /// Handed to the op on its context.
+    pub options: CallOptions,
+}
+
+/// The consumer the assistant toolset's calls are ledgered as.
+pub const ASSISTANT_CONSUMER: &str = "loom-assistant";
+
+impl CallPolicy {
+    /// The assistant toolset's: ledgered as `loom-assistant`, reads default
+    /// to the first namespace the token may read, record no usage and are
+    /// not narrowed to the client's agent, which writes nothing.
+    pub fn assistant() -> CallPolicy {
+        CallPolicy {
+            consumer: Some(ASSISTANT_CONSUMER.into()),
+            readable_default: true,
+            options: CallOptions {
+                records_usage: false,
+                own_agent: false,
+            },
+        }
+    }
 }
 
 /// What a call answered.
@@ -117,6 +160,10 @@ pub async fn call(app: &App, req: CallRequest) -> CallOutcome {
     cx.run_id = req.run_id.clone();
     cx.session_id = req.session_id.clone();
     cx.args_digest = idempotency::digest(&req.args);
+    cx.options = req.policy.options;
+    if cx.caller.consumer.is_none() {
+        cx.caller.consumer.clone_from(&req.policy.consumer);
+    }
 
     let result = run(app, &mut cx, &req).await;
     let (result, status, replayed) = match result {
@@ -183,8 +230,21 @@ pub async fn call(app: &App, req: CallRequest) -> CallOutcome {
 async fn run(app: &App, cx: &mut OpCx, req: &CallRequest) -> Result<Answer, LoomError> {
     let op = req.op;
     // 2. identity defaults
-    cx.scope = identity::resolve(req.caller.as_ref(), &req.args, req.default_agent.as_deref())?;
-    // 3. authorization
+    cx.scope = scope(
+        app,
+        req.caller.as_ref(),
+        &req.args,
+        req.default_agent.as_deref(),
+        &req.policy,
+    )
+    .await?;
+    // 3. authorization (an op the connection does not serve is refused
+    // once the caller's access is known, so an unreadable namespace is
+    // never told apart from a served one)
+    if let Some(refusal) = &req.refuse {
+        authorize::access(app, req.caller.as_ref(), &cx.scope).await?;
+        return Err(refusal.clone());
+    }
     authorize::authorize(app, op, req.caller.as_ref(), &mut cx.scope).await?;
     // 4. rate limit
     let key = RateKey {
@@ -260,6 +320,51 @@ async fn run(app: &App, cx: &mut OpCx, req: &CallRequest) -> Result<Answer, Loom
         status: 200,
         replayed: false,
     })
+}
+
+/// The call's scope after identity defaults ([`identity::resolve`]); under
+/// [`CallPolicy::readable_default`] a call that names no namespace acts in
+/// the first one the token names and the caller may read.
+async fn scope(
+    app: &App,
+    caller: Option<&Caller>,
+    args: &Value,
+    default_agent: Option<&str>,
+    policy: &CallPolicy,
+) -> Result<Scope, LoomError> {
+    let mut scope = identity::resolve(caller, args, default_agent)?;
+    if policy.readable_default && !identity::names_namespace(args) {
+        for named in caller
+            .into_iter()
+            .flat_map(|c| &c.namespaces)
+            .filter(|n| *n != "*")
+        {
+            let candidate = Scope {
+                namespace: named.clone(),
+                ..scope.clone()
+            };
+            if authorize::access(app, caller, &candidate).await.is_ok() {
+                scope = candidate;
+                break;
+            }
+        }
+    }
+    Ok(scope)
+}
+
+/// The access refusal a call with these arguments would get on a
+/// connection with this policy (ORG_MISMATCH, NAMESPACE_NOT_ACCESSIBLE), or
+/// `Ok` when the caller may read where it would act. For a tool that is no
+/// registry op, so it writes no ledger row.
+pub async fn check_access(
+    app: &App,
+    caller: Option<&Caller>,
+    args: &Value,
+    default_agent: Option<&str>,
+    policy: &CallPolicy,
+) -> Result<(), LoomError> {
+    let scope = scope(app, caller, args, default_agent, policy).await?;
+    authorize::access(app, caller, &scope).await.map(|_| ())
 }
 
 async fn validate_and_run(cx: &OpCx, op: &'static Op, args: &Value) -> Result<Value, LoomError> {

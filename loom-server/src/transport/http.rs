@@ -271,6 +271,8 @@ async fn call_op(
             session_id: None,
             run_id: None,
             default_agent: None,
+            policy: pipeline::CallPolicy::default(),
+            refuse: None,
         },
     )
     .await;

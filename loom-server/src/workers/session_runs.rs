@@ -18,7 +18,11 @@ pub async fn sweep_once(app: &App, now_ms: i64) -> Result<Vec<String>, loom_core
     let idle_ms = i64::try_from(app.config.mcp.session_run_idle.as_millis()).unwrap_or(i64::MAX);
     let closed = app.store.sweep_idle_session_runs(now_ms, idle_ms).await?;
     if !closed.is_empty() {
-        tracing::info!(closed = closed.len(), "closed idle MCP session runs");
+        tracing::info!(
+            closed = closed.len(),
+            runs = %closed.join(","),
+            "closed idle MCP session runs"
+        );
     }
     Ok(closed)
 }

@@ -125,6 +125,9 @@ fn op_tool(
     revision: Revision,
 ) -> Value {
     let mut input = op.input_schema_for(profile).clone();
+    if *listing == Listing::Assistant {
+        offer_agent(op, &mut input, profile);
+    }
     render_descriptions(&mut input, registry, listing);
     let mut tool = Map::new();
     tool.insert("name".into(), op.tool_name.clone().into());
@@ -148,6 +151,24 @@ fn op_tool(
         );
     }
     Value::Object(tool)
+}
+
+/// The assistant's reads are not narrowed to its client's agent, and a read
+/// of one writer's rows must name the writer (a search hit's agent), so
+/// its listing offers `agent` on every read that takes one, which the
+/// other listings leave for the server to fill.
+fn offer_agent(op: &Op, input: &mut Value, profile: Profile) {
+    let Some(agent) = op.input_schema.pointer("/properties/agent") else {
+        return;
+    };
+    let mut agent = agent.clone();
+    loom_core::schema::strip_marks(&mut agent);
+    if profile == Profile::Compact {
+        agent = loom_core::schema::compact_tree(&agent);
+    }
+    if let Some(Value::Object(props)) = input.get_mut("properties") {
+        props.insert("agent".into(), agent);
+    }
 }
 
 fn synthetic(

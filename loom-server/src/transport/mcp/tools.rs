@@ -11,7 +11,7 @@ use super::jsonrpc::{Id, code};
 use super::listing::{LOOM_ACTIVATE, LOOM_OP, LOOM_SEARCH, SEARCH_OP, lists};
 use super::methods::primer_text;
 use super::outcome::{fault_error, is_refusal, refusal_result, tool_result};
-use crate::pipeline::{self, CallRequest};
+use crate::pipeline::{self, CallPolicy, CallRequest};
 
 use super::methods::RpcResult;
 
@@ -33,20 +33,7 @@ pub async fn call(mcp: &Mcp, conn: &Connection, _id: &Id, params: Value) -> RpcR
     };
     let registry = mcp.listings.registry();
     if conn.listing == Listing::Assistant {
-        return match registry
-            .by_tool_name(name)
-            .filter(|op| op.listed_on(&Listing::Assistant))
-        {
-            Some(op) => run(mcp, conn, op, args, Shape::Full).await,
-            None => Ok(refusal(
-                conn,
-                &LoomError::new(
-                    ErrorCode::UnknownOp,
-                    format!("no tool named '{name}' on this connection"),
-                )
-                .with_detail("tool", name),
-            )),
-        };
+        return assistant_call(mcp, conn, name, args).await;
     }
     match name {
         LOOM_SEARCH => search(mcp, conn, args).await,
@@ -79,6 +66,88 @@ pub async fn call(mcp: &Mcp, conn: &Connection, _id: &Id, params: Value) -> RpcR
                 None => run(mcp, conn, op, args, Shape::Lean).await,
             },
         },
+    }
+}
+
+/// A `tools/call` on the assistant toolset: only its own reads run. Any
+/// other registry tool (`loom_search` included) is refused through the
+/// pipeline, so the refusal is ledgered and an unreadable org or namespace
+/// gets the access refusal first; a name that is no registry tool
+/// (`loom_op`, `loom_activate`, a typo) gets the same answers and writes no
+/// row.
+async fn assistant_call(mcp: &Mcp, conn: &Connection, name: &str, args: Value) -> RpcResult {
+    let registry = mcp.listings.registry();
+    let unknown = LoomError::new(
+        ErrorCode::UnknownOp,
+        format!("no tool named '{name}' on this connection"),
+    )
+    .with_detail("tool", name);
+    let op = match name {
+        LOOM_SEARCH => registry.get(SEARCH_OP),
+        _ => registry
+            .by_tool_name(name)
+            .filter(|op| op.name != SEARCH_OP),
+    };
+    match op {
+        Some(op) if op.listed_on(&Listing::Assistant) => {
+            run(mcp, conn, op, without_explain(op, args), Shape::Full).await
+        }
+        Some(op) => {
+            let mut request = call_request(conn, op, args);
+            request.refuse = Some(unknown);
+            let outcome = pipeline::call_to_completion(mcp.app.clone(), request).await;
+            // The pipeline refuses a call it is asked to refuse: it never runs.
+            let e = outcome
+                .result
+                .err()
+                .unwrap_or_else(|| LoomError::internal("a refused call answered"));
+            answer_error(mcp, conn, op, &e)
+        }
+        None => {
+            // loom_op names the scope of the op it would run in `arguments`.
+            let scoped = args
+                .get("arguments")
+                .filter(|a| a.is_object())
+                .unwrap_or(&args);
+            let checked = pipeline::check_access(
+                &mcp.app,
+                conn.caller.as_ref(),
+                scoped,
+                conn.session.as_ref().map(|s| s.agent.as_str()),
+                &policy(conn),
+            )
+            .await;
+            match checked {
+                Err(e) if !is_refusal(&e) => {
+                    let (code, message, data) = fault_error(&e, name, &conn.request_id);
+                    Err((code, message, Some(data)))
+                }
+                Err(e) => Ok(refusal(conn, &e)),
+                Ok(()) => Ok(refusal(conn, &unknown)),
+            }
+        }
+    }
+}
+
+/// The assistant's results are the full output, but an op's per-hit score
+/// breakdown (`explain`) is diagnostics a citation does not need: it is
+/// off whatever the call sends.
+fn without_explain(op: &Op, mut args: Value) -> Value {
+    if op.input_schema.pointer("/properties/explain").is_some()
+        && let Some(map) = args.as_object_mut()
+    {
+        map.insert("explain".into(), Value::Bool(false));
+    }
+    args
+}
+
+/// What this connection asks of its calls: the assistant toolset's policy
+/// on `?toolset=assistant`, else the ordinary one.
+fn policy(conn: &Connection) -> CallPolicy {
+    if conn.listing == Listing::Assistant {
+        CallPolicy::assistant()
+    } else {
+        CallPolicy::default()
     }
 }
 
@@ -202,8 +271,9 @@ fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomEr
     Ok((Value::Object(map), key, explain))
 }
 
-/// A pipeline request for `op` from this connection: its caller, session
-/// and agent; no idempotency key and no run until the caller sets them.
+/// A pipeline request for `op` from this connection: its caller, session,
+/// agent and policy; no idempotency key and no run until the caller sets
+/// them.
 fn call_request(conn: &Connection, op: &'static Op, args: Value) -> CallRequest {
     CallRequest {
         op,
@@ -215,6 +285,8 @@ fn call_request(conn: &Connection, op: &'static Op, args: Value) -> CallRequest 
         session_id: conn.session_id.clone(),
         run_id: None,
         default_agent: conn.session.as_ref().map(|s| s.agent.clone()),
+        policy: policy(conn),
+        refuse: None,
     }
 }
 
@@ -234,15 +306,9 @@ async fn call_with_retry(
         None
     };
     let request = CallRequest {
-        op,
-        args,
-        caller: conn.caller.clone(),
-        transport: Transport::Mcp,
-        request_id: conn.request_id.clone(),
         idempotency_key,
-        session_id: conn.session_id.clone(),
         run_id,
-        default_agent: conn.session.as_ref().map(|s| s.agent.clone()),
+        ..call_request(conn, op, args)
     };
     let first = pipeline::call_to_completion(mcp.app.clone(), request.clone())
         .await
