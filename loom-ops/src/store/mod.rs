@@ -14,6 +14,7 @@
 mod error;
 mod gates;
 mod oauth;
+mod oidc;
 mod open;
 mod session_runs;
 pub mod testing;
@@ -22,6 +23,7 @@ mod tx;
 pub use error::db_error;
 pub use gates::{GrantRow, IdemBegin, SIGNING_KEY_SETTING};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
+pub use oidc::OidcLoginRow;
 pub use open::{StoreOptions, default_database_url};
 pub use session_runs::SessionRunKey;
 pub use tx::WriteTx;
