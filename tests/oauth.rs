@@ -1209,3 +1209,41 @@ async fn an_independent_authlib_client_completes_the_flow() {
         t.server.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn the_mcp_sdk_oauth_provider_signs_in_to_mcp() {
+    let python = match python_env() {
+        Ok(p) => p,
+        Err(why) => {
+            println!("SKIPPED the_mcp_sdk_oauth_provider_signs_in_to_mcp: {why}");
+            return;
+        }
+    };
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/mcp_oauth_client.py");
+    for t in servers(oauth_on).await {
+        let n = t.name();
+        add_user(&t, "ana", Role::Writer).await;
+        let out = tokio::process::Command::new(&python)
+            .arg(&script)
+            .args([t.url().as_str(), "ana", PASSWORD])
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .env("no_proxy", "127.0.0.1,localhost")
+            .output()
+            .await
+            .expect("python runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        println!("{n}: {stdout}");
+        assert!(
+            out.status.success(),
+            "{n}: the MCP SDK's OAuth client failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("{n}: not a JSON report ({e}):\n{stdout}"));
+        assert_eq!(report["ok"], true, "{n}: {report}");
+        assert_eq!(report["resource"], format!("{}/mcp", t.url()), "{n}");
+        assert_eq!(report["has_refresh"], true, "{n}");
+        t.server.shutdown().await;
+    }
+}
