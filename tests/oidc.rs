@@ -529,3 +529,23 @@ async fn the_email_claim_maps_only_when_verified() {
         t.server.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn an_unreachable_provider_is_a_clear_page_and_loom_still_starts() {
+    // Nothing listens there: Loom starts (discovery waits for a sign-in)
+    // and the sign-in says the provider is unavailable.
+    let nowhere = format!("http://127.0.0.1:{}", free_port());
+    for t in servers(delegating(&nowhere, "sub")).await {
+        let n = t.name();
+        let client_id = register_client(&t).await;
+        let p = page(browser().get(authorize_url(&t, &client_id))).await;
+        assert_eq!(p.status, 502, "{n}: {}", p.text);
+        assert!(
+            p.text.contains("the sign-in provider is unavailable"),
+            "{n}: {}",
+            p.text
+        );
+        assert!(p.location.is_empty(), "{n}");
+        t.server.shutdown().await;
+    }
+}

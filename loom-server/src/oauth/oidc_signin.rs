@@ -55,18 +55,23 @@ pub async fn send_to_provider(
     see_other(&url)
 }
 
+/// The page for a failed trip: which validation failed is said (it helps
+/// the person and the operator, and tells an attacker nothing new); how the
+/// provider could not be reached is only logged.
 fn provider_failed(e: &OidcError) -> Response {
-    let status = match e {
+    match e {
         OidcError::Unreachable(_) => {
             tracing::error!(error = %e, "oidc provider unavailable");
-            StatusCode::BAD_GATEWAY
+            pages::error(
+                StatusCode::BAD_GATEWAY,
+                "the sign-in provider is unavailable; try again later",
+            )
         }
         OidcError::Refused(_) | OidcError::InvalidToken(_) => {
             tracing::warn!(error = %e, "oidc sign-in refused");
-            StatusCode::FORBIDDEN
+            pages::error(StatusCode::FORBIDDEN, &e.to_string())
         }
-    };
-    pages::error(status, &e.to_string())
+    }
 }
 
 /// What Loom tells the client when the provider answered with an error:
