@@ -1020,6 +1020,132 @@ async fn a_subject_removed_from_platform_admins_loses_it_on_refresh() {
     }
 }
 
+/// One password sign-in attempt on a fresh sign-in page, optionally with an
+/// `X-Forwarded-For` header; the answer.
+async fn attempt(
+    t: &TestServer,
+    client_id: &str,
+    username: &str,
+    password: &str,
+    forwarded_for: Option<&str>,
+) -> Page {
+    let b = browser();
+    let ch = challenge(VERIFIER);
+    let p = page(b.get(authorize_url(t, &standard(client_id, &ch)))).await;
+    assert_eq!(p.status, 200, "{}", p.text);
+    let mut post = b.post(format!("{}/oauth/authorize/login", t.url())).form(&[
+        ("request", hidden(&p.text, "request").as_str()),
+        ("csrf", hidden(&p.text, "csrf").as_str()),
+        ("username", username),
+        ("password", password),
+    ]);
+    if let Some(ip) = forwarded_for {
+        post = post.header("x-forwarded-for", ip);
+    }
+    page(post).await
+}
+
+fn locked(p: &Page) -> bool {
+    p.status == 429
+        && p.text.contains("Too many failed sign-ins")
+        && p.headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|s| (1..=900).contains(&s))
+}
+
+#[tokio::test]
+async fn failed_sign_ins_lock_the_username_then_the_address() {
+    // Per username: the fourth try is refused even with the right password;
+    // other usernames from the same address still sign in.
+    for t in servers(|c| {
+        oauth_on(c);
+        c.signin_failures_per_user = 3;
+    })
+    .await
+    {
+        let n = t.name();
+        add_user(&t, "ana", Role::Writer).await;
+        add_user(&t, "bo", Role::Writer).await;
+        let client_id = register_client(&t, "Limits", REDIRECT).await;
+        for i in 0..3 {
+            let p = attempt(&t, &client_id, "ana", "wrong password", None).await;
+            assert_eq!(p.status, 401, "{n}: failure {i}");
+        }
+        let p = attempt(&t, &client_id, "ana", PASSWORD, None).await;
+        assert!(locked(&p), "{n}: {} {}", p.status, p.text);
+        let p = attempt(&t, &client_id, "bo", PASSWORD, None).await;
+        assert_eq!(p.status, 303, "{n}: another username is not locked");
+        t.server.shutdown().await;
+    }
+    // Per address: failures spread over usernames lock the address, and a
+    // forged X-Forwarded-For does not get around it unless trusted.
+    for t in servers(|c| {
+        oauth_on(c);
+        c.signin_failures_per_ip = 3;
+    })
+    .await
+    {
+        let n = t.name();
+        add_user(&t, "ana", Role::Writer).await;
+        let client_id = register_client(&t, "Limits", REDIRECT).await;
+        for user in ["x1", "x2", "x3"] {
+            let p = attempt(&t, &client_id, user, "wrong password", None).await;
+            assert_eq!(p.status, 401, "{n}: {user}");
+        }
+        let p = attempt(&t, &client_id, "ana", PASSWORD, None).await;
+        assert!(locked(&p), "{n}: {} {}", p.status, p.text);
+        let p = attempt(&t, &client_id, "ana", PASSWORD, Some("203.0.113.7")).await;
+        assert!(
+            locked(&p),
+            "{n}: an untrusted X-Forwarded-For changes nothing"
+        );
+        t.server.shutdown().await;
+    }
+    // Behind a trusted proxy: the last X-Forwarded-For entry is the client.
+    for t in servers(|c| {
+        oauth_on(c);
+        c.signin_failures_per_ip = 2;
+        c.trust_forwarded_for = true;
+    })
+    .await
+    {
+        let n = t.name();
+        add_user(&t, "ana", Role::Writer).await;
+        let client_id = register_client(&t, "Limits", REDIRECT).await;
+        for user in ["x1", "x2"] {
+            let p = attempt(
+                &t,
+                &client_id,
+                user,
+                "wrong",
+                Some("198.51.100.1, 203.0.113.1"),
+            )
+            .await;
+            assert_eq!(p.status, 401, "{n}: {user}");
+        }
+        let p = attempt(&t, &client_id, "ana", PASSWORD, Some("203.0.113.1")).await;
+        assert!(locked(&p), "{n}: {} {}", p.status, p.text);
+        // A client-forged first entry does not move the lock.
+        let p = attempt(
+            &t,
+            &client_id,
+            "ana",
+            PASSWORD,
+            Some("198.51.100.9, 203.0.113.1"),
+        )
+        .await;
+        assert!(locked(&p), "{n}");
+        let p = attempt(&t, &client_id, "ana", PASSWORD, Some("203.0.113.2")).await;
+        assert_eq!(
+            p.status, 303,
+            "{n}: another client behind the proxy signs in"
+        );
+        t.server.shutdown().await;
+    }
+}
+
 /// The Python interpreter of the test environment `tests/python/setup.sh`
 /// builds (creating it when missing), or why it cannot be had.
 fn python_env() -> Result<std::path::PathBuf, String> {
@@ -1080,6 +1206,44 @@ async fn an_independent_authlib_client_completes_the_flow() {
             "{n}: the authlib client failed:\n{stdout}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn the_mcp_sdk_oauth_provider_signs_in_to_mcp() {
+    let python = match python_env() {
+        Ok(p) => p,
+        Err(why) => {
+            println!("SKIPPED the_mcp_sdk_oauth_provider_signs_in_to_mcp: {why}");
+            return;
+        }
+    };
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/mcp_oauth_client.py");
+    for t in servers(oauth_on).await {
+        let n = t.name();
+        add_user(&t, "ana", Role::Writer).await;
+        let out = tokio::process::Command::new(&python)
+            .arg(&script)
+            .args([t.url().as_str(), "ana", PASSWORD])
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .env("no_proxy", "127.0.0.1,localhost")
+            .output()
+            .await
+            .expect("python runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        println!("{n}: {stdout}");
+        assert!(
+            out.status.success(),
+            "{n}: the MCP SDK's OAuth client failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("{n}: not a JSON report ({e}):\n{stdout}"));
+        assert_eq!(report["ok"], true, "{n}: {report}");
+        assert_eq!(report["resource"], format!("{}/mcp", t.url()), "{n}");
+        assert_eq!(report["has_refresh"], true, "{n}");
         t.server.shutdown().await;
     }
 }

@@ -78,6 +78,7 @@ impl App {
             fan_out: config.search_fan_out,
         });
         let limiter: Arc<dyn RateLimiter> = Arc::new(InProcessLimiter::new(&config));
+        let oauth = crate::oauth::OAuth::from_config(&config)?;
         let ledger = crate::pipeline::ledger::start(Arc::new(store.clone()));
         Ok(Arc::new(App {
             registry,
@@ -88,7 +89,7 @@ impl App {
             ledger,
             usage,
             first_start,
-            oauth: crate::oauth::OAuth::from_config(&config),
+            oauth,
             store,
             config,
         }))
@@ -212,14 +213,22 @@ async fn serve(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _peer) = match accepted {
+                let (stream, peer) = match accepted {
                     Ok(c) => c,
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
                         continue;
                     }
                 };
-                let service = TowerToHyperService::new(router.clone());
+                // The peer address, for what limits by client (sign-in failures).
+                let service = TowerToHyperService::new(
+                    tower::ServiceBuilder::new()
+                        .map_request(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                            req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+                            req
+                        })
+                        .service(router.clone()),
+                );
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(app.config.header_read_timeout)

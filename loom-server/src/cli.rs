@@ -93,7 +93,10 @@ enum TokenCommand {
 #[derive(Debug, Subcommand)]
 enum UserCommand {
     /// Adds a user who signs in with a password, read from standard input
-    /// (one line; at least 8 characters).
+    /// (one line; at least 8 characters), or with `--no-password` one who
+    /// signs in only through the OpenID Connect provider
+    /// (`LOOM_OAUTH_LOGIN_PROVIDER=oidc`; the username is then the
+    /// provider's subject, or the email with `LOOM_OIDC_USERNAME_CLAIM=email`).
     Add {
         /// The login name, also the subject of the user's tokens.
         username: String,
@@ -107,6 +110,10 @@ enum UserCommand {
         /// the default workspace). None: every namespace of the org.
         #[arg(long = "namespace")]
         namespaces: Vec<String>,
+        /// Read no password: the account signs in only through the OpenID
+        /// Connect provider.
+        #[arg(long)]
+        no_password: bool,
     },
     /// Disables a user: no more sign-ins or refreshes, and the access
     /// tokens issued to the user by OAuth are revoked.
@@ -181,8 +188,9 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                     org,
                     role,
                     namespaces,
+                    no_password,
                 },
-        } => with_runtime(user_add(username, org, role, namespaces)),
+        } => with_runtime(user_add(username, org, role, namespaces, no_password)),
         Command::User {
             command: UserCommand::Disable { username },
         } => with_runtime(user_disable(username)),
@@ -319,25 +327,18 @@ async fn revoke(jti: String) -> Result<(), String> {
     Ok(())
 }
 
+/// 1 to 255 bytes of letters, digits and `. _ @ - | : +`: room for a
+/// provider's subject (`google-oauth2|1234`, a UUID) or an email.
 fn valid_username(name: &str) -> bool {
-    (1..=64).contains(&name.len())
+    (1..=255).contains(&name.len())
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b))
+            .all(|b| b.is_ascii_alphanumeric() || b"._@-|:+".contains(&b))
 }
 
-async fn user_add(
-    username: String,
-    org: String,
-    role: Role,
-    namespaces: Vec<String>,
-) -> Result<(), String> {
+/// Reads the new user's password from standard input and hashes it.
+fn read_password(username: &str) -> Result<String, String> {
     use std::io::{BufRead, IsTerminal};
-    if !valid_username(&username) {
-        return Err(
-            "user add: a username is 1 to 64 characters of letters, digits and . _ @ -".into(),
-        );
-    }
     if std::io::stdin().is_terminal() {
         eprint!("password for {username} (echoed; pipe it to hide it): ");
     }
@@ -353,7 +354,27 @@ async fn user_add(
             crate::oauth::users::MIN_PASSWORD_CHARS
         ));
     }
-    let password_hash = crate::oauth::users::hash_password(password)?;
+    crate::oauth::users::hash_password(password)
+}
+
+async fn user_add(
+    username: String,
+    org: String,
+    role: Role,
+    namespaces: Vec<String>,
+    no_password: bool,
+) -> Result<(), String> {
+    if !valid_username(&username) {
+        return Err(
+            "user add: a username is 1 to 255 characters of letters, digits and . _ @ - | : +"
+                .into(),
+        );
+    }
+    let password_hash = if no_password {
+        crate::oauth::users::NO_PASSWORD.to_owned()
+    } else {
+        read_password(&username)?
+    };
     let config = Config::from_env()?;
     let store = open_store(&config).await?;
     let result = async {

@@ -88,6 +88,39 @@ pub struct Config {
     pub oauth_signin_ttl: Duration,
     /// `LOOM_OAUTH_REGISTER_PER_MIN` (30): client registrations per minute, server-wide.
     pub oauth_register_per_min: u32,
+    /// `LOOM_OAUTH_SIGNIN_FAILURES_PER_USER` (5): failed password sign-ins one
+    /// username may have within the window before sign-in is refused for it.
+    pub signin_failures_per_user: u32,
+    /// `LOOM_OAUTH_SIGNIN_FAILURES_PER_IP` (20): the same, per client address.
+    pub signin_failures_per_ip: u32,
+    /// `LOOM_OAUTH_SIGNIN_WINDOW_SECS` (900): the window failures are counted
+    /// in; a locked username or address is refused until it ends.
+    pub signin_window: Duration,
+    /// `LOOM_OAUTH_TRUST_FORWARDED_FOR` (false): take the client address from
+    /// the last `X-Forwarded-For` entry (set it only behind a proxy that
+    /// appends one) instead of the connection's peer.
+    pub trust_forwarded_for: bool,
+    /// `LOOM_OIDC_ISSUER`: the OpenID Connect provider sign-in is delegated to
+    /// (with `LOOM_OAUTH_LOGIN_PROVIDER=oidc`).
+    pub oidc_issuer: Option<String>,
+    /// `LOOM_OIDC_CLIENT_ID`: Loom's client id at the provider.
+    pub oidc_client_id: Option<String>,
+    /// `LOOM_OIDC_CLIENT_SECRET`: Loom's client secret at the provider
+    /// (unset: a public client, PKCE only).
+    pub oidc_client_secret: Option<Secret>,
+    /// `LOOM_OIDC_USERNAME_CLAIM` (`sub`): the id_token claim naming the Loom
+    /// user, `sub` or `email` (which must then be verified).
+    pub oidc_username_claim: String,
+}
+
+/// A configuration value never printed: `Debug` shows `"<redacted>"`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"<redacted>\"")
+    }
 }
 
 fn parse<T: std::str::FromStr>(name: &str, raw: &str, expected: &str) -> Result<T, String> {
@@ -160,6 +193,14 @@ impl Default for Config {
             oauth_refresh_ttl: Duration::from_secs(30 * 86_400),
             oauth_signin_ttl: Duration::from_secs(600),
             oauth_register_per_min: 30,
+            signin_failures_per_user: 5,
+            signin_failures_per_ip: 20,
+            signin_window: Duration::from_secs(900),
+            trust_forwarded_for: false,
+            oidc_issuer: None,
+            oidc_client_id: None,
+            oidc_client_secret: None,
+            oidc_username_claim: "sub".into(),
         }
     }
 }
@@ -333,6 +374,31 @@ impl Config {
         }
         if let Some(v) = get("LOOM_OAUTH_REGISTER_PER_MIN") {
             c.oauth_register_per_min = positive("LOOM_OAUTH_REGISTER_PER_MIN", v)?;
+        }
+        if let Some(v) = get("LOOM_OAUTH_SIGNIN_FAILURES_PER_USER") {
+            c.signin_failures_per_user = positive("LOOM_OAUTH_SIGNIN_FAILURES_PER_USER", v)?;
+        }
+        if let Some(v) = get("LOOM_OAUTH_SIGNIN_FAILURES_PER_IP") {
+            c.signin_failures_per_ip = positive("LOOM_OAUTH_SIGNIN_FAILURES_PER_IP", v)?;
+        }
+        if let Some(v) = get("LOOM_OAUTH_SIGNIN_WINDOW_SECS") {
+            c.signin_window = seconds("LOOM_OAUTH_SIGNIN_WINDOW_SECS", v)?;
+        }
+        if let Some(v) = get("LOOM_OAUTH_TRUST_FORWARDED_FOR") {
+            c.trust_forwarded_for = parse_bool("LOOM_OAUTH_TRUST_FORWARDED_FOR", v)?;
+        }
+        let nonempty = |v: &str| Some(v.trim().to_owned()).filter(|v| !v.is_empty());
+        if let Some(v) = get("LOOM_OIDC_ISSUER") {
+            c.oidc_issuer = nonempty(v).map(|v| v.trim_end_matches('/').to_owned());
+        }
+        if let Some(v) = get("LOOM_OIDC_CLIENT_ID") {
+            c.oidc_client_id = nonempty(v);
+        }
+        if let Some(v) = get("LOOM_OIDC_CLIENT_SECRET") {
+            c.oidc_client_secret = nonempty(v).map(Secret);
+        }
+        if let Some(v) = get("LOOM_OIDC_USERNAME_CLAIM") {
+            c.oidc_username_claim = v.trim().to_owned();
         }
         Ok(c)
     }

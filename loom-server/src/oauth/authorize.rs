@@ -9,16 +9,20 @@
 //!    hidden field, compared on every POST) and shows the sign-in page.
 //! 2. `POST /oauth/authorize/login` checks the password and answers 303 to
 //!    the consent page (a wrong password shows the sign-in page again).
+//!    With sign-in delegated (`LOOM_OAUTH_LOGIN_PROVIDER=oidc`), step 1
+//!    sends the browser to the provider instead and [`super::oidc_signin`]
+//!    takes it back to step 3.
 //! 3. `GET /oauth/authorize/consent` names the client and the host the
 //!    authorization goes to; `POST` with `decision=allow` issues a
 //!    single-use code and answers 303 to the redirect URI, `deny` answers
 //!    `error=access_denied`.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{ConnectInfo, RawQuery, State};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use loom_ops::store::{AuthRequestRow, ClientRow, CodeRow, now_ms};
 
@@ -38,7 +42,7 @@ fn oauth(app: &App) -> &OAuth {
         .expect("OAuth routes are served only with OAuth on")
 }
 
-fn see_other(location: &str) -> Response {
+pub(super) fn see_other(location: &str) -> Response {
     let mut r = super::no_store(StatusCode::SEE_OTHER.into_response());
     if let Ok(v) = HeaderValue::from_str(location) {
         r.headers_mut().insert(header::LOCATION, v);
@@ -66,7 +70,7 @@ fn back_to_client(
     see_other(&format!("{redirect_uri}{sep}{}", query.finish()))
 }
 
-fn redirect_error(
+pub(super) fn redirect_error(
     o: &OAuth,
     redirect_uri: &str,
     state: Option<&str>,
@@ -104,7 +108,7 @@ fn asking<'a>(client: &'a ClientRow, redirect_uri: &'a str, host: &'a str) -> As
     }
 }
 
-fn server_error(e: &loom_core::LoomError) -> Response {
+pub(super) fn server_error(e: &loom_core::LoomError) -> Response {
     tracing::error!(
         cause = e.internal_message().unwrap_or(e.message()),
         "oauth store call failed"
@@ -229,13 +233,20 @@ pub async fn start(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Re
     if let Err(e) = app.store.oauth_request_add(&request).await {
         return server_error(&e);
     }
-    let host = redirect_host(&redirect_uri);
-    let mut r = pages::sign_in(
-        &asking(&client, &redirect_uri, &host),
-        &request.id,
-        &csrf,
-        None,
-    );
+    let mut r = match &o.oidc {
+        // Delegated: the provider signs the person in, then the callback
+        // shows the consent page.
+        Some(provider) => super::oidc_signin::send_to_provider(&app, provider, &request).await,
+        None => {
+            let host = redirect_host(&redirect_uri);
+            pages::sign_in(
+                &asking(&client, &redirect_uri, &host),
+                &request.id,
+                &csrf,
+                None,
+            )
+        }
+    };
     if let Ok(v) = HeaderValue::from_str(&csrf_cookie(o, &csrf, app.config.oauth_signin_ttl)) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
@@ -244,7 +255,7 @@ pub async fn start(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Re
 
 /// A request the browser proved it started: the cookie and the form (or
 /// query) carry the same CSRF value, whose hash the request stored.
-async fn bound_request(
+pub(super) async fn bound_request(
     app: &App,
     headers: &HeaderMap,
     request_id: Option<&String>,
@@ -296,8 +307,43 @@ fn read_form(body: &Bytes) -> Result<std::collections::HashMap<String, String>, 
     })
 }
 
+/// The client's address: the connection's peer, or with
+/// `LOOM_OAUTH_TRUST_FORWARDED_FOR` the last `X-Forwarded-For` entry (the
+/// one the proxy in front appended; earlier ones are the client's to forge).
+fn client_ip(app: &App, headers: &HeaderMap, extensions: &Extensions) -> Option<IpAddr> {
+    if app.config.trust_forwarded_for
+        && let Some(ip) = headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .next_back()
+            .and_then(|s| s.trim().parse::<IpAddr>().ok())
+    {
+        return Some(ip);
+    }
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip())
+}
+
 /// `POST /oauth/authorize/login`: checks the password, then 303 to consent.
-pub async fn login(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+/// Refused with 429 while the username or the client's address is over
+/// its failed sign-ins ([`super::signin_limit`]); refused with 403 when
+/// sign-in is delegated to an OpenID Connect provider.
+pub async fn login(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    extensions: Extensions,
+    body: Bytes,
+) -> Response {
+    let o = oauth(&app);
+    if o.oidc.is_some() {
+        return pages::error(
+            StatusCode::FORBIDDEN,
+            "password sign-in is off: this server signs people in through its OpenID Connect provider",
+        );
+    }
     let form = match read_form(&body) {
         Ok(f) => f,
         Err(r) => return *r,
@@ -309,12 +355,29 @@ pub async fn login(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes)
         };
     let username = form.get("username").map(|s| s.trim()).unwrap_or_default();
     let password = form.get("password").map(String::as_str).unwrap_or_default();
+    let ip = client_ip(&app, &headers, &extensions);
+    if let Err(wait) = o.signin_limit.check(username, ip) {
+        tracing::warn!(username, ip = ?ip, "oauth sign-in refused: too many failures");
+        let minutes = wait.as_secs().div_ceil(60).max(1);
+        let mut r = pages::error(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!(
+                "Too many failed sign-ins for this account or from this address. Try again in {minutes} minute{}.",
+                if minutes == 1 { "" } else { "s" }
+            ),
+        );
+        if let Ok(v) = HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return r;
+    }
     let user = if username.is_empty() || password.is_empty() {
         None
     } else {
         super::users::sign_in(&app.store, username, password).await
     };
     let Some(user) = user else {
+        o.signin_limit.failed(username, ip);
         tracing::info!("oauth sign-in refused");
         let host = redirect_host(&request.redirect_uri);
         let mut r = pages::sign_in(
@@ -326,6 +389,7 @@ pub async fn login(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes)
         *r.status_mut() = StatusCode::UNAUTHORIZED;
         return r;
     };
+    o.signin_limit.succeeded(username);
     if let Err(e) = app
         .store
         .oauth_request_signed_in(&request.id, &user.username)

@@ -8,7 +8,10 @@
 //! - [`register`]: dynamic registration of public clients;
 //! - [`authorize`]: the sign-in and consent pages ([`pages`]);
 //! - [`token`]: code exchange and refresh rotation;
-//! - [`users`]: password users (`loom user add`, `loom user disable`).
+//! - [`users`]: password users (`loom user add`, `loom user disable`);
+//! - [`signin_limit`]: the brute-force limit on failed password sign-ins;
+//! - [`oidc`] and [`oidc_signin`]: sign-in delegated to an OpenID Connect
+//!   provider (`LOOM_OAUTH_LOGIN_PROVIDER=oidc`).
 //!
 //! Issuer and resource come from `LOOM_OAUTH_ISSUER`, never from a request's
 //! `Host`. Access tokens are ordinary Loom JWTs for the signed-in user whose
@@ -21,8 +24,11 @@
 
 pub mod authorize;
 pub mod metadata;
+pub mod oidc;
+pub mod oidc_signin;
 pub mod pages;
 pub mod register;
+pub mod signin_limit;
 pub mod token;
 pub mod users;
 
@@ -64,15 +70,25 @@ pub struct OAuth {
     challenge_invalid: &'static str,
     register_window: Mutex<(Instant, u32)>,
     secure_cookies: bool,
+    /// The OpenID Connect provider sign-in is delegated to, if it is.
+    pub oidc: Option<oidc::Provider>,
+    /// Failed password sign-ins per username and per client address.
+    pub signin_limit: signin_limit::SigninLimit,
 }
 
 impl OAuth {
     /// From a configuration that passed [`check_config`]; `None` with OAuth off.
-    pub fn from_config(config: &Config) -> Option<Arc<OAuth>> {
+    pub fn from_config(config: &Config) -> Result<Option<Arc<OAuth>>, String> {
         if !config.oauth_enabled {
-            return None;
+            return Ok(None);
         }
-        let issuer = config.oauth_issuer.clone()?;
+        let Some(issuer) = config.oauth_issuer.clone() else {
+            return Ok(None);
+        };
+        let oidc = match config.oauth_login_provider.as_str() {
+            "oidc" => Some(oidc::Provider::from_config(config, &issuer)?),
+            _ => None,
+        };
         let resource_id = format!("{issuer}{MCP_PATH}");
         let resource_metadata_url =
             format!("{issuer}/.well-known/oauth-protected-resource{MCP_PATH}");
@@ -85,7 +101,7 @@ impl OAuth {
             format!("{CHALLENGE_INVALID}, resource_metadata=\"{resource_metadata_url}\"")
                 .into_boxed_str(),
         );
-        Some(Arc::new(OAuth {
+        Ok(Some(Arc::new(OAuth {
             secure_cookies: issuer.starts_with("https://"),
             issuer,
             resource_id,
@@ -93,7 +109,9 @@ impl OAuth {
             challenge_missing,
             challenge_invalid,
             register_window: Mutex::new((Instant::now(), 0)),
-        }))
+            oidc,
+            signin_limit: signin_limit::SigninLimit::new(config),
+        })))
     }
 
     /// The resources a client may ask a token for (RFC 8707 `resource`):
@@ -153,7 +171,7 @@ pub fn loopback_host(host: &str) -> bool {
 
 /// Refuses an OAuth configuration that must not start: no issuer, an issuer
 /// that is not a bare `https://` origin (`http://` only on a loopback host),
-/// or a sign-in provider this build does not offer.
+/// an unknown sign-in provider, or an OIDC provider configured amiss.
 pub fn check_config(config: &Config) -> Result<(), String> {
     let Some(issuer) = &config.oauth_issuer else {
         return Err(
@@ -183,11 +201,9 @@ pub fn check_config(config: &Config) -> Result<(), String> {
     }
     match config.oauth_login_provider.as_str() {
         "password" => Ok(()),
-        "oidc" => Err(
-            "LOOM_OAUTH_LOGIN_PROVIDER=oidc is not available in this build; use password".into(),
-        ),
+        "oidc" => oidc::check_config(config),
         other => Err(format!(
-            "LOOM_OAUTH_LOGIN_PROVIDER={other:?} is not valid: expected password"
+            "LOOM_OAUTH_LOGIN_PROVIDER={other:?} is not valid: expected password or oidc"
         )),
     }
 }
@@ -217,6 +233,7 @@ pub fn routes(app: Arc<App>) -> Router {
             "/oauth/authorize/consent",
             get(authorize::consent_page).post(authorize::decide),
         )
+        .route("/oauth/oidc/callback", get(oidc_signin::callback))
         .route("/oauth/token", post(token::token))
         .with_state(app)
 }

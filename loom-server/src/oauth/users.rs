@@ -6,6 +6,11 @@ use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use loom_ops::store::{Store, UserRow};
 
+/// What `loom user add --no-password` stores instead of a hash: not a PHC
+/// string, so no password ever matches it; the account signs in only
+/// through the OpenID Connect provider.
+pub const NO_PASSWORD: &str = "!no-password";
+
 /// The shortest password `loom user add` accepts.
 pub const MIN_PASSWORD_CHARS: usize = 8;
 
@@ -60,5 +65,8 @@ mod tests {
         assert!(verify_password(&h, "correct horse"));
         assert!(!verify_password(&h, "correct horsE"));
         assert!(!verify_password("not a hash", "correct horse"));
+        for p in ["", "!no-password", NO_PASSWORD] {
+            assert!(!verify_password(NO_PASSWORD, p));
+        }
     }
 }
