@@ -7,11 +7,13 @@
 //!
 //! The calls go through [`wire::Wire`], so a second transport (MCP
 //! `tools/call` with `_idempotency_key`) can run the same scenarios by
-//! adding one variant.
+//! adding one variant. Rate limits across replicas (shared buckets in
+//! PostgreSQL or Redis) are in `shared_limits`.
 
 mod fuzz;
 mod hostile;
 mod isolation;
 mod replicas;
+mod shared_limits;
 mod wire;
 mod writers;

@@ -15,6 +15,7 @@ mod error;
 mod gates;
 mod oauth;
 mod open;
+mod rate_buckets;
 mod session_runs;
 pub mod testing;
 mod tx;
@@ -23,6 +24,7 @@ pub use error::db_error;
 pub use gates::{GrantRow, IdemBegin, SIGNING_KEY_SETTING};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use open::{StoreOptions, default_database_url};
+pub use rate_buckets::RateBudget;
 pub use session_runs::SessionRunKey;
 pub use tx::WriteTx;
 
