@@ -5,10 +5,9 @@
 //! tests over the JSON-RPC framing and the argument checker. Each runs on
 //! SQLite and, when `LOOM_TEST_DATABASE_URL` is set, on PostgreSQL.
 //!
-//! The calls go through [`wire::Wire`], so a second transport (MCP
-//! `tools/call` with `_idempotency_key`) can run the same scenarios by
-//! adding one variant. Rate limits across replicas (shared buckets in
-//! PostgreSQL or Redis) are in `shared_limits`.
+//! The calls go through [`wire::Wire`]: HTTP with the `Idempotency-Key`
+//! header, or MCP `tools/call` with `_idempotency_key`. Rate limits across
+//! replicas (shared buckets in PostgreSQL or Redis) are in `shared_limits`.
 
 mod fuzz;
 mod hostile;
