@@ -7,8 +7,10 @@
 //!
 //! The calls go through [`wire::Wire`]: HTTP with the `Idempotency-Key`
 //! header, or MCP `tools/call` with `_idempotency_key`. Rate limits across
-//! replicas (shared buckets in PostgreSQL or Redis) are in `shared_limits`.
+//! replicas (shared buckets in PostgreSQL or Redis) are in `shared_limits`,
+//! live fuzzing of `/mcp` in `batch_fuzz`.
 
+mod batch_fuzz;
 mod fuzz;
 mod hostile;
 mod isolation;
