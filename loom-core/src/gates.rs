@@ -2,9 +2,10 @@
 //! can replace an in-process one without touching the pipeline.
 //!
 //! - [`RateLimiter`]: token buckets per (org, subject, class). The server
-//!   ships an in-process implementation; several replicas behind a load
-//!   balancer can share PostgreSQL- or Redis-backed buckets through the same
-//!   trait. `check` is async because a shared implementation asks a server.
+//!   ships an in-process implementation and shared ones (PostgreSQL, Redis)
+//!   that several replicas behind a load balancer draw from together,
+//!   chosen by `LOOM_RATE_LIMIT_STORE`. `check` is async because a shared
+//!   implementation asks a server.
 //! - [`EventSink`]: where the call ledger (`agent_events`) goes, in batches,
 //!   off the request path. The store is the first sink; a column store can
 //!   take the stream later behind the same trait.

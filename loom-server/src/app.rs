@@ -16,7 +16,6 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::pipeline::ledger::Ledger;
-use crate::pipeline::ratelimit::InProcessLimiter;
 use crate::tokens::{JwtKeys, Revocations};
 
 /// What every call shares.
@@ -77,7 +76,7 @@ impl App {
         services.insert(loom_ops::search::SearchSettings {
             fan_out: config.search_fan_out,
         });
-        let limiter: Arc<dyn RateLimiter> = Arc::new(InProcessLimiter::new(&config));
+        let limiter = crate::pipeline::ratelimit::from_config(&config, &store)?;
         let oauth = crate::oauth::OAuth::from_config(&config)?;
         let ledger = crate::pipeline::ledger::start(Arc::new(store.clone()));
         Ok(Arc::new(App {

@@ -51,6 +51,16 @@ pub struct Config {
     pub rate_org_write_per_min: u32,
     /// `LOOM_RATE_LIMIT_ORG_HEAVY_PER_MIN` (600).
     pub rate_org_heavy_per_min: u32,
+    /// `LOOM_RATE_LIMIT_STORE` (`local`): where the buckets live.
+    pub rate_limit_store: RateLimitStore,
+    /// `LOOM_RATE_LIMIT_STORE_TIMEOUT_MS` (250): a shared store slower than
+    /// this leaves the decision to this replica's own buckets.
+    pub rate_limit_store_timeout: Duration,
+    /// `LOOM_REDIS_URL`: the Redis the `redis` store uses (required with it).
+    pub redis_url: Option<String>,
+    /// `LOOM_REDIS_KEY_PREFIX` (`loom:`): prefixes every Redis key, so
+    /// deployments can share one Redis.
+    pub redis_key_prefix: String,
     /// `LOOM_REVOCATION_REFRESH_SECS` (10): how often every replica reloads the revocation list.
     pub revocation_refresh: Duration,
     /// `LOOM_IDEMPOTENCY_TTL_SECS` (86400): how long a stored answer is replayed.
@@ -123,6 +133,29 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// Where rate-limit buckets live (`LOOM_RATE_LIMIT_STORE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RateLimitStore {
+    /// In this process: each replica has its own buckets.
+    #[default]
+    Local,
+    /// The `rate_buckets` table of the PostgreSQL database (`LOOM_DATABASE_URL`).
+    Postgres,
+    /// Redis at `LOOM_REDIS_URL`.
+    Redis,
+}
+
+impl RateLimitStore {
+    /// The configuration name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateLimitStore::Local => "local",
+            RateLimitStore::Postgres => "postgres",
+            RateLimitStore::Redis => "redis",
+        }
+    }
+}
+
 fn parse<T: std::str::FromStr>(name: &str, raw: &str, expected: &str) -> Result<T, String> {
     raw.trim()
         .parse()
@@ -176,6 +209,10 @@ impl Default for Config {
             rate_org_read_per_min: 12_000,
             rate_org_write_per_min: 3_000,
             rate_org_heavy_per_min: 600,
+            rate_limit_store: RateLimitStore::Local,
+            rate_limit_store_timeout: Duration::from_millis(250),
+            redis_url: None,
+            redis_key_prefix: "loom:".into(),
             revocation_refresh: Duration::from_secs(10),
             idempotency_ttl: Duration::from_secs(86_400),
             shutdown_grace: Duration::from_secs(30),
@@ -316,6 +353,38 @@ impl Config {
                 *slot = positive(name, v)?;
             }
         }
+        if let Some(v) = get("LOOM_RATE_LIMIT_STORE") {
+            c.rate_limit_store = match v.trim().to_ascii_lowercase().as_str() {
+                "local" => RateLimitStore::Local,
+                "postgres" => RateLimitStore::Postgres,
+                "redis" => RateLimitStore::Redis,
+                _ => {
+                    return Err(format!(
+                        "LOOM_RATE_LIMIT_STORE={v:?} is not valid: expected local, postgres or redis"
+                    ));
+                }
+            };
+        }
+        if let Some(v) = get("LOOM_RATE_LIMIT_STORE_TIMEOUT_MS") {
+            c.rate_limit_store_timeout =
+                Duration::from_millis(u64::from(positive("LOOM_RATE_LIMIT_STORE_TIMEOUT_MS", v)?));
+        }
+        if let Some(v) = get("LOOM_REDIS_URL") {
+            // Never echo the value: it may hold a password.
+            let v = v.trim();
+            if !(v.starts_with("redis://")
+                || v.starts_with("rediss://")
+                || v.starts_with("unix://"))
+            {
+                return Err(
+                    "LOOM_REDIS_URL is not valid: expected redis://, rediss:// or unix://".into(),
+                );
+            }
+            c.redis_url = Some(v.to_owned());
+        }
+        if let Some(v) = vars.get("LOOM_REDIS_KEY_PREFIX") {
+            c.redis_key_prefix = v.clone();
+        }
         if let Some(v) = get("LOOM_REVOCATION_REFRESH_SECS") {
             c.revocation_refresh = seconds("LOOM_REVOCATION_REFRESH_SECS", v)?;
         }
@@ -431,6 +500,23 @@ impl Config {
         if self.oauth_enabled {
             crate::oauth::check_config(self)?;
         }
+        match self.rate_limit_store {
+            RateLimitStore::Postgres if !self.database_url.starts_with("postgres") => {
+                return Err(
+                    "LOOM_RATE_LIMIT_STORE=postgres keeps the buckets in the database, but LOOM_DATABASE_URL \
+                     is not PostgreSQL; one SQLite file serves one server, whose local buckets suffice: \
+                     use LOOM_RATE_LIMIT_STORE=local (or redis)"
+                        .into(),
+                );
+            }
+            RateLimitStore::Redis if self.redis_url.is_none() => {
+                return Err(
+                    "LOOM_RATE_LIMIT_STORE=redis needs LOOM_REDIS_URL (e.g. redis://127.0.0.1:6379)"
+                        .into(),
+                );
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -471,6 +557,30 @@ mod tests {
         assert!(e.contains("LOOM_AUTH_REQUIRED"), "{e}");
         let e = Config::from_vars(&vars(&[("LOOM_RATE_LIMIT_WRITE_PER_MIN", "0")])).unwrap_err();
         assert!(e.contains("LOOM_RATE_LIMIT_WRITE_PER_MIN"), "{e}");
+    }
+
+    #[test]
+    fn a_shared_rate_limit_store_needs_its_server() {
+        let c = Config::from_vars(&HashMap::new()).unwrap();
+        assert_eq!(c.rate_limit_store, RateLimitStore::Local);
+        let e = Config::from_vars(&vars(&[("LOOM_RATE_LIMIT_STORE", "memcached")])).unwrap_err();
+        assert!(e.contains("LOOM_RATE_LIMIT_STORE"), "{e}");
+        let c = Config::from_vars(&vars(&[("LOOM_RATE_LIMIT_STORE", "postgres")])).unwrap();
+        let e = c.check().unwrap_err();
+        assert!(
+            e.contains("LOOM_RATE_LIMIT_STORE=postgres") && e.contains("not PostgreSQL"),
+            "{e}"
+        );
+        let c = Config::from_vars(&vars(&[
+            ("LOOM_RATE_LIMIT_STORE", "postgres"),
+            ("LOOM_DATABASE_URL", "postgres://db/loom"),
+        ]))
+        .unwrap();
+        assert!(c.check().is_ok());
+        let c = Config::from_vars(&vars(&[("LOOM_RATE_LIMIT_STORE", "redis")])).unwrap();
+        assert!(c.check().unwrap_err().contains("LOOM_REDIS_URL"));
+        let e = Config::from_vars(&vars(&[("LOOM_REDIS_URL", "http://user:pw@host")])).unwrap_err();
+        assert!(e.contains("LOOM_REDIS_URL") && !e.contains("pw"), "{e}");
     }
 
     #[test]

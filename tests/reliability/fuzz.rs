@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
 /// Any JSON value, nested a few levels, with awkward strings and numbers.
-fn json_value() -> impl Strategy<Value = Value> {
+pub fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
@@ -57,7 +57,7 @@ fn json_value() -> impl Strategy<Value = Value> {
 }
 
 /// A JSON-RPC-shaped message with each field sometimes wrong.
-fn rpc_message() -> impl Strategy<Value = Value> {
+pub fn rpc_message() -> impl Strategy<Value = Value> {
     (
         prop_oneof![Just(json!("2.0")), Just(json!("1.0")), json_value()],
         prop::option::of(json_value()),

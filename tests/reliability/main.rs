@@ -5,13 +5,16 @@
 //! tests over the JSON-RPC framing and the argument checker. Each runs on
 //! SQLite and, when `LOOM_TEST_DATABASE_URL` is set, on PostgreSQL.
 //!
-//! The calls go through [`wire::Wire`], so a second transport (MCP
-//! `tools/call` with `_idempotency_key`) can run the same scenarios by
-//! adding one variant.
+//! The calls go through [`wire::Wire`]: HTTP with the `Idempotency-Key`
+//! header, or MCP `tools/call` with `_idempotency_key`. Rate limits across
+//! replicas (shared buckets in PostgreSQL or Redis) are in `shared_limits`,
+//! live fuzzing of `/mcp` in `batch_fuzz`.
 
+mod batch_fuzz;
 mod fuzz;
 mod hostile;
 mod isolation;
 mod replicas;
+mod shared_limits;
 mod wire;
 mod writers;

@@ -285,10 +285,21 @@ async fn retrier(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn retried_writes_with_one_key_land_exactly_once() {
+    retried_writes(Wire::Http).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retried_mcp_calls_with_one_idempotency_key_land_exactly_once() {
+    retried_writes(Wire::Mcp).await;
+}
+
+/// 16 clients, 12 logical writes each, 30% first sent with a timeout the
+/// client itself causes, then retried with the same key until answered.
+async fn retried_writes(wire: Wire) {
     const CLIENTS: usize = 16;
     const WRITES: usize = 12;
     for t in servers(generous).await {
-        let n = t.name();
+        let n = format!("{} over {wire:?}", t.name());
         let base = t.url();
         let token = t.token("default", "retrier", Role::Writer, &[]);
         let mut set = JoinSet::new();
@@ -298,7 +309,7 @@ async fn retried_writes_with_one_key_land_exactly_once() {
                 http: reqwest::Client::new(),
                 token: token.clone(),
             };
-            set.spawn(retrier(Wire::Http, who, id, WRITES));
+            set.spawn(retrier(wire, who, id, WRITES));
         }
         let (mut gave_up, mut in_flight, mut sets) = (0, 0, 0);
         while let Some(r) = set.join_next().await {

@@ -19,6 +19,7 @@ mod group;
 mod oauth;
 mod oidc;
 mod open;
+mod rate_buckets;
 mod session_runs;
 pub mod testing;
 mod tx;
@@ -29,6 +30,7 @@ pub use gates::{GrantRow, IdemBegin, SIGNING_KEY_SETTING};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
 pub use open::{StoreOptions, default_database_url};
+pub use rate_buckets::RateBudget;
 pub use session_runs::SessionRunKey;
 pub use tx::WriteTx;
 

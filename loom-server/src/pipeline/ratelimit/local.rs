@@ -1,11 +1,6 @@
-//! Step 4: rate limits. One token bucket per (org, subject, class), filled
-//! at `LOOM_RATE_LIMIT_<CLASS>_PER_MIN` tokens a minute and holding at most
-//! one minute's worth, so a caller may burst up to its per-minute budget;
-//! and one per (org, class), `LOOM_RATE_LIMIT_ORG_<CLASS>_PER_MIN`, that all
-//! of an org's callers draw from together. A call takes a token from both or
-//! from neither, and waits for whichever refills last.
-//! This is the in-process [`RateLimiter`]; replicas that must share buckets
-//! plug a PostgreSQL- or Redis-backed one into the same trait.
+//! The in-process limiter (`LOOM_RATE_LIMIT_STORE=local`, the default):
+//! buckets in this process's memory, so each replica has its own. Also what
+//! a shared limiter falls back to while its store is unreachable.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -13,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use loom_core::{BoxFuture, RateClass, RateKey, RateLimiter};
 
+use super::Budgets;
 use crate::config::Config;
 
 struct Bucket {
@@ -22,48 +18,30 @@ struct Bucket {
 
 /// Buckets in this process's memory.
 pub struct InProcessLimiter {
-    per_min: [u32; 3],
-    org_per_min: [u32; 3],
+    budgets: Budgets,
     buckets: Mutex<HashMap<(RateKey, RateClass), Bucket>>,
 }
 
 /// How many idle buckets may pile up before full buckets are dropped.
 const PRUNE_AT: usize = 100_000;
 
-fn index(class: RateClass) -> usize {
-    match class {
-        RateClass::Read => 0,
-        RateClass::Write => 1,
-        RateClass::Heavy => 2,
-    }
-}
-
 impl InProcessLimiter {
     /// Buckets sized from the configuration.
     pub fn new(config: &Config) -> Self {
         InProcessLimiter {
-            per_min: [
-                config.rate_read_per_min,
-                config.rate_write_per_min,
-                config.rate_heavy_per_min,
-            ],
-            org_per_min: [
-                config.rate_org_read_per_min,
-                config.rate_org_write_per_min,
-                config.rate_org_heavy_per_min,
-            ],
+            budgets: Budgets::new(config),
             buckets: Mutex::new(HashMap::new()),
         }
     }
 
     /// The per-minute budget of a bucket: an org's shared one has no subject.
     fn capacity(&self, key: &RateKey, class: RateClass) -> f64 {
-        let table = if key.subject.is_empty() {
-            &self.org_per_min
+        let budget = self.budgets.of(class);
+        f64::from(if key.subject.is_empty() {
+            budget.org_per_min
         } else {
-            &self.per_min
-        };
-        f64::from(table[index(class)])
+            budget.caller_per_min
+        })
     }
 
     /// Refills a bucket to `now`; returns its tokens and the wait for one more.
@@ -91,7 +69,12 @@ impl InProcessLimiter {
         (bucket.tokens, wait)
     }
 
-    fn take(&self, key: &RateKey, class: RateClass, now: Instant) -> Result<(), Duration> {
+    pub(super) fn take(
+        &self,
+        key: &RateKey,
+        class: RateClass,
+        now: Instant,
+    ) -> Result<(), Duration> {
         let mut buckets = self
             .buckets
             .lock()
