@@ -69,6 +69,22 @@ impl Validator {
         &self.optional
     }
 
+    /// `args` without the server-filled keys ([`SERVER_FILLED`]) the op's
+    /// input does not declare. The checker accepts those on every op (the
+    /// pipeline reads `org` and `agent` for identity whatever the op), so
+    /// they must not reach an input that refuses unknown fields.
+    pub fn without_undeclared_server_filled(&self, mut args: Value) -> Value {
+        let declared = |key: &str| {
+            object_schemas(&self.schema)
+                .iter()
+                .any(|obj| obj.get("properties").and_then(|p| p.get(key)).is_some())
+        };
+        if let Some(map) = args.as_object_mut() {
+            map.retain(|key, _| !SERVER_FILLED.contains(&key.as_str()) || declared(key));
+        }
+        args
+    }
+
     /// Every unknown key in `args`, at any depth the schema describes.
     pub fn unknown_keys(&self, args: &Value) -> Vec<Unknown> {
         let mut out = Vec::new();
@@ -491,6 +507,18 @@ mod tests {
     fn validator<T: JsonSchema>() -> Validator {
         let full = schema::input_schema(&TypeInfo::of::<T>());
         Validator::new(&full, &schema::listed_input(&full))
+    }
+
+    #[test]
+    fn undeclared_server_filled_keys_are_accepted_and_not_handed_on() {
+        let v = validator::<Get>();
+        let args = json!({"memory_key": "k", "agent": "bob", "consumer": "x", "org": "acme"});
+        v.check("memory.get", &args, false).unwrap();
+        let handed = v.without_undeclared_server_filled(args);
+        // agent is Get's own field; consumer and org are not
+        assert_eq!(handed, json!({"memory_key": "k", "agent": "bob"}));
+        let get: Result<Get, _> = serde_json::from_value(handed);
+        assert!(get.is_ok(), "the op's input takes what is handed on");
     }
 
     #[test]

@@ -369,9 +369,14 @@ pub async fn check_access(
 
 async fn validate_and_run(cx: &OpCx, op: &'static Op, args: &Value) -> Result<Value, LoomError> {
     // 6. arguments
-    op.validator().check(&op.name, args, !op.read_only())?;
+    // The server-filled keys an op does not declare were read for identity
+    // (step 2) and are accepted by name; the op never sees them.
+    let args = op
+        .validator()
+        .without_undeclared_server_filled(args.clone());
+    op.validator().check(&op.name, &args, !op.read_only())?;
     // 7. the handler, under its latency budget
-    match tokio::time::timeout(op.budget, (op.meta.call)(cx, args.clone())).await {
+    match tokio::time::timeout(op.budget, (op.meta.call)(cx, args)).await {
         Ok(result) => result,
         Err(_) => Err(LoomError::new(
             ErrorCode::BackendTimeout,
