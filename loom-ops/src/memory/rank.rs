@@ -3,7 +3,8 @@
 //!
 //! Only memories the query matches lexically are candidates, and the index
 //! hands over a bounded set of them (see [`CANDIDATES`]): the newest rows
-//! holding every term, then the newest holding any term. When a query
+//! holding any term and, when those reach the bound, the newest holding
+//! every term. When a query
 //! matches fewer rows than that bound, every match is a candidate and the
 //! order below is exact. Each candidate gets
 //!
@@ -174,16 +175,16 @@ pub async fn search(
     if terms.is_empty() {
         return Ok(Vec::new());
     }
-    let passes: &[Pass] = if terms.len() > 1 {
-        &[Pass::All, Pass::Any]
-    } else {
-        &[Pass::Any]
-    };
-    let mut found: Vec<LexRow> = Vec::new();
-    // org and namespace are fixed per call: (agent, key) names the row
-    let mut seen: HashSet<(String, String)> = HashSet::new();
-    for &pass in passes {
-        for r in candidates(conn, backend, cx, terms, filter, pass, now).await? {
+    let mut found = candidates(conn, backend, cx, terms, filter, Pass::Any, now).await?;
+    // A full any-word pass may have left out older rows holding every word;
+    // a short one already holds every match.
+    if terms.len() > 1 && found.len() as i64 >= CANDIDATES {
+        // org and namespace are fixed per call: (agent, key) names the row
+        let mut seen: HashSet<(String, String)> = found
+            .iter()
+            .map(|r| (r.row.agent.clone(), r.row.memory_key.clone()))
+            .collect();
+        for r in candidates(conn, backend, cx, terms, filter, Pass::All, now).await? {
             if seen.insert((r.row.agent.clone(), r.row.memory_key.clone())) {
                 found.push(r);
             }
