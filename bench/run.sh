@@ -8,14 +8,20 @@
 # BENCH_CONNECTIONS connections and writes bench/RESULTS.md.
 #
 #   BENCH_DURATION=20s BENCH_CONNECTIONS=32 BENCH_MEMORIES=100000 bench/run.sh
+#
+# BENCH_WORKLOADS picks the workloads (default "get set search http"; the
+# ceiling always runs, as the ratios need it), e.g. BENCH_WORKLOADS=search.
+# BENCH_RESULTS is the file written (default bench/RESULTS.md), so a partial
+# run need not overwrite the full table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 duration="${BENCH_DURATION:-20s}"
 conns="${BENCH_CONNECTIONS:-32}"
 memories="${BENCH_MEMORIES:-100000}"
+workloads="${BENCH_WORKLOADS:-get set search http}"
 threads="$(nproc)"
-results="bench/RESULTS.md"
+results="${BENCH_RESULTS:-bench/RESULTS.md}"
 
 if ! command -v wrk >/dev/null; then
   echo "== installing wrk (Debian)"
@@ -115,10 +121,15 @@ bench_store() {
   sleep 2
   local idle; idle="$(rss_kb "$pid" VmRSS)"
   echo "   start to ready ${ready} ms, idle RSS $(( idle / 1024 )) MB"
-  drive "$name: MCP loom_memory_get" get 18991
-  drive "$name: MCP loom_memory_set" set 18991
-  drive "$name: MCP loom_search" search 18991
-  drive "$name: POST /v1/memory.get" http 18991
+  for w in $workloads; do
+    case "$w" in
+      get) drive "$name: MCP loom_memory_get" get 18991 ;;
+      set) drive "$name: MCP loom_memory_set" set 18991 ;;
+      search) drive "$name: MCP loom_search" search 18991 ;;
+      http) drive "$name: POST /v1/memory.get" http 18991 ;;
+      *) echo "unknown workload $w (get, set, search, http)" >&2; exit 2 ;;
+    esac
+  done
   local peak; peak="$(rss_kb "$pid" VmHWM)"
   echo "   peak RSS $(( peak / 1024 )) MB"
   servers+=("| $name | ${ready} | $(( idle / 1024 )) | $(( peak / 1024 )) |")
@@ -139,7 +150,7 @@ if [ -n "${LOOM_TEST_DATABASE_URL:-}" ]; then
     psql "$pg_url" -q \
       -c "\\copy memories (org, namespace, agent, memory_key, content, kind, labels, source, content_hash, version, created_ms, updated_ms) from '$work/pg.memories.tsv'" \
       -c "\\copy memory_versions (org, namespace, agent, memory_key, version, change, content, kind, labels, source, content_hash, pinned, locked, deleted, subject, changed_by, request_id, at_ms) from '$work/pg.versions.tsv'" \
-      -c "ANALYZE"
+      -c "VACUUM ANALYZE"
   }
   bench_store postgres "$pg_url" pg_fill
 else

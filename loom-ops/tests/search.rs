@@ -284,3 +284,374 @@ async fn search_query_fans_out_to_the_callers_other_memory_namespaces() {
         assert_eq!(exposed, 2, "{n}: one exposure per search that served it");
     }
 }
+
+/// A row for [`insert_rows`]: (org, namespace, key, content, deleted,
+/// expires_ms, updated_ms).
+type Seed<'a> = (&'a str, &'a str, String, String, i64, Option<i64>, i64);
+
+/// Inserts memories straight into the store (as memory.set would leave
+/// them, the full-text index filled by the backend), one transaction.
+async fn insert_rows(h: &common::Harness, rows: &[Seed<'_>]) {
+    let mut tx = h.store().writer().begin().await.unwrap();
+    for (org, ns, key, content, deleted, expires_ms, updated_ms) in rows {
+        sqlx::query(
+            "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, source, \
+             content_hash, version, deleted, expires_ms, created_ms, updated_ms) \
+             VALUES ($1, $2, 'alice', $3, $4, 'fact', '[]', '', 'h', 1, $5, $6, $7, $7)",
+        )
+        .bind(*org)
+        .bind(*ns)
+        .bind(key)
+        .bind(content)
+        .bind(*deleted)
+        .bind(*expires_ms)
+        .bind(*updated_ms)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+/// More rows holding a word than one retrieval pass reads (200).
+const MANY: usize = 450;
+
+#[tokio::test]
+async fn a_match_is_found_among_many_rows_holding_a_common_word() {
+    for h in common::all().await {
+        let n = h.name();
+        let now = loom_ops::store::now_ms();
+        // the oldest row is the only one holding both words; MANY newer
+        // rows hold the common one
+        let mut rows = vec![(
+            common::ORG,
+            common::NS,
+            "needle".to_owned(),
+            "a common needle in the stack".to_owned(),
+            0,
+            None,
+            now - 60_000,
+        )];
+        for i in 0..MANY {
+            rows.push((
+                common::ORG,
+                common::NS,
+                format!("hay-{i:04}"),
+                format!("common hay bale number {i}"),
+                0,
+                None,
+                now - 50_000 + i as i64,
+            ));
+        }
+        insert_rows(&h, &rows).await;
+
+        let rare = h
+            .call("memory.search", json!({"query": "needle"}))
+            .await
+            .unwrap();
+        assert_eq!(keys(&rare["hits"]), ["needle"], "{n}");
+        let both = h
+            .call(
+                "memory.search",
+                json!({"query": "common needle", "limit": 5}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(keys(&both["hits"])[0], "needle", "{n}: {both}");
+        assert_eq!(keys(&both["hits"]).len(), 5, "{n}");
+        let common_word = h
+            .call("memory.search", json!({"query": "common", "limit": 50}))
+            .await
+            .unwrap();
+        assert_eq!(keys(&common_word["hits"]).len(), 50, "{n}");
+        let sections = h
+            .call("search.query", json!({"query": "stack needle"}))
+            .await
+            .unwrap();
+        assert_eq!(keys(&sections["memory"]), ["needle"], "{n}");
+    }
+}
+
+#[tokio::test]
+async fn deleted_and_expired_rows_are_never_found_nor_crowd_out_live_ones() {
+    for h in common::all().await {
+        let n = h.name();
+        let now = loom_ops::store::now_ms();
+        let mut rows = vec![(
+            common::ORG,
+            common::NS,
+            "survivor".to_owned(),
+            "a lasting ember".to_owned(),
+            0,
+            Some(now + 3_600_000),
+            now - 60_000,
+        )];
+        // newer than the survivor, more than a pass reads, every one dead
+        for i in 0..MANY {
+            let (deleted, expires) = if i % 2 == 0 {
+                (1, None)
+            } else {
+                (0, Some(now - 1))
+            };
+            rows.push((
+                common::ORG,
+                common::NS,
+                format!("dead-{i:04}"),
+                format!("ember number {i}"),
+                deleted,
+                expires,
+                now - 50_000 + i as i64,
+            ));
+        }
+        insert_rows(&h, &rows).await;
+        let found = h
+            .call("memory.search", json!({"query": "ember", "limit": 50}))
+            .await
+            .unwrap();
+        assert_eq!(keys(&found["hits"]), ["survivor"], "{n}");
+
+        // deleted through the API: gone from search at once
+        h.call(
+            "memory.set",
+            json!({"memory_key": "doomed", "content": "an ember to forget"}),
+        )
+        .await
+        .unwrap();
+        let before = h
+            .call("memory.search", json!({"query": "ember forget"}))
+            .await
+            .unwrap();
+        assert_eq!(keys(&before["hits"])[0], "doomed", "{n}");
+        h.call("memory.delete", json!({"memory_key": "doomed"}))
+            .await
+            .unwrap();
+        let after = h
+            .call("search.query", json!({"query": "ember forget"}))
+            .await
+            .unwrap();
+        assert_eq!(keys(&after["memory"]), ["survivor"], "{n}");
+    }
+}
+
+#[tokio::test]
+async fn search_never_crosses_an_org_or_a_namespace() {
+    for h in common::all().await {
+        let n = h.name();
+        let now = loom_ops::store::now_ms();
+        sqlx::query("INSERT INTO orgs (org, created_ms) VALUES ('rival', 1)")
+            .execute(h.store().writer())
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO namespaces (org, namespace, created_ms) VALUES ('rival', $1, 1)")
+            .bind(common::NS)
+            .execute(h.store().writer())
+            .await
+            .unwrap();
+        let mut rows = vec![(
+            common::ORG,
+            common::NS,
+            "ours".to_owned(),
+            "the orchard plan".to_owned(),
+            0,
+            None,
+            now - 60_000,
+        )];
+        // newer rows with the same word, same namespace name, other org;
+        // and in the org's other namespace
+        for i in 0..MANY {
+            let (org, ns) = if i % 2 == 0 {
+                ("rival", common::NS)
+            } else {
+                (common::ORG, common::OTHER_NS)
+            };
+            rows.push((
+                org,
+                ns,
+                format!("theirs-{i:04}"),
+                format!("orchard row {i}"),
+                0,
+                None,
+                now - 50_000 + i as i64,
+            ));
+        }
+        insert_rows(&h, &rows).await;
+        let own = h
+            .call("memory.search", json!({"query": "orchard", "limit": 50}))
+            .await
+            .unwrap();
+        assert_eq!(keys(&own["hits"]), ["ours"], "{n}");
+        // search.query reads the org's other memory namespace too, never
+        // the other org's
+        let wide = h
+            .call("search.query", json!({"query": "orchard", "top_k": 50}))
+            .await
+            .unwrap();
+        let hits = wide["memory"].as_array().unwrap();
+        assert_eq!(hits.len(), 50, "{n}");
+        assert!(
+            hits.iter().all(
+                |m| m["namespace"] == common::NS && m["memory_key"] == "ours"
+                    || m["namespace"] == common::OTHER_NS
+            ),
+            "{n}: {wide}"
+        );
+        // a token naming only its own namespace stays there
+        let narrow = h
+            .call_with_token(
+                common::AGENT,
+                None,
+                &[common::NS],
+                "search.query",
+                json!({"query": "orchard"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(keys(&narrow["memory"]), ["ours"], "{n}");
+    }
+}
+
+#[tokio::test]
+async fn a_small_known_set_ranks_in_a_fixed_order() {
+    for h in common::all().await {
+        let n = h.name();
+        for (k, c) in [
+            // keys are indexed too: none holds a query word
+            ("both", "kettle lantern packed"),
+            ("second", "a lantern packed"),
+            ("first", "a kettle packed"),
+            ("pinned", "a lantern packed"),
+            ("tent", "the tent, packed"),
+            ("stove", "the stove, packed"),
+            ("rope", "the rope, packed"),
+            ("map", "the map, packed"),
+        ] {
+            h.call("memory.set", json!({"memory_key": k, "content": c}))
+                .await
+                .unwrap();
+        }
+        h.call("memory.pin", json!({"memory_key": "pinned"}))
+            .await
+            .unwrap();
+        let out = h
+            .call(
+                "memory.search",
+                json!({"query": "kettle lantern", "explain": true}),
+            )
+            .await
+            .unwrap();
+        // a pin outweighs a second word; both words beat one; of one-word
+        // rows the rarer word first (bm25) or, text scores equal (ts_rank),
+        // the newer (then key order)
+        assert_eq!(
+            keys(&out["hits"]),
+            ["pinned", "both", "first", "second"],
+            "{n}: {out}"
+        );
+    }
+}
+
+/// Queries full of FTS5 / tsquery / SQL syntax and odd Unicode.
+const HOSTILE: &[&str] = &[
+    "\"",
+    "\"\"",
+    "\"unterminated phrase",
+    "kettle\" OR \"x",
+    "AND",
+    "kettle AND",
+    "OR OR OR",
+    "NOT kettle",
+    "NEAR(kettle lantern, 2)",
+    "kettle*",
+    "^kettle",
+    "memory_key:kettle",
+    "content : kettle",
+    "{memory_key content}: kettle",
+    "(kettle",
+    "kettle)",
+    "- kettle",
+    "+kettle",
+    "kettle & lantern | !stove",
+    "kettle <-> lantern",
+    "kettle:* & ",
+    "kettle:A",
+    "'; DROP TABLE memories; --",
+    "kettle' OR '1'='1",
+    "\\",
+    "%_%",
+    "$1 $2 ?",
+    "\u{0}kettle\u{0}",
+    "😀 kettle 🔥",
+    "קומקום kettle",
+    "e\u{301}te\u{301}",
+    "x² ½ ⅷ",
+    "ケトル 茶壺",
+    "ـــــ",
+    "\u{200b}\u{feff}",
+];
+
+/// Queries answer, never fail: user text is never read as query syntax.
+async fn assert_answers(h: &common::Harness, query: &str) -> Result<(), String> {
+    for op in ["memory.search", "search.query", "memory.ask"] {
+        let arg = if op == "memory.ask" {
+            "question"
+        } else {
+            "query"
+        };
+        if let Err(e) = h.call(op, json!({ arg: query })).await {
+            return Err(format!("{}: {op} {query:?}: {e:?}", h.name()));
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn hostile_queries_answer_and_still_find_their_words() {
+    for h in common::all().await {
+        h.call(
+            "memory.set",
+            json!({"memory_key": "kettle", "content": "the kettle is on the stove"}),
+        )
+        .await
+        .unwrap();
+        for q in HOSTILE {
+            assert_answers(&h, q).await.unwrap();
+        }
+        // the words inside the syntax still count
+        let found = h
+            .call(
+                "memory.search",
+                json!({"query": "\"kettle\" OR NOT (stove*"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(keys(&found["hits"]), ["kettle"], "{}", h.name());
+    }
+}
+
+#[test]
+fn arbitrary_queries_answer() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let harnesses = rt.block_on(common::all());
+    let syntax = "[\"*()^:+\\-&|!<>'\\\\{}~$?%_ a-zA-Z0-9]{0,40}";
+    let strategy = prop_oneof![any::<String>(), syntax];
+    let mut runner = TestRunner::new(Config {
+        cases: 128,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&strategy, |q| {
+            for h in &harnesses {
+                rt.block_on(assert_answers(h, &q))
+                    .map_err(TestCaseError::fail)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+}

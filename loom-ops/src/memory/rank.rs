@@ -1,7 +1,12 @@
 //! Memory search: lexical matching in the database (SQLite FTS5, PostgreSQL
 //! full-text) re-ranked with recency, pins and recall counts.
 //!
-//! Only memories the query matches lexically are candidates. Each gets
+//! Only memories the query matches lexically are candidates, and the index
+//! hands over a bounded set of them (see [`CANDIDATES`]): the newest rows
+//! holding any term and, when those reach the bound, the newest holding
+//! every term. When a query
+//! matches fewer rows than that bound, every match is a candidate and the
+//! order below is exact. Each candidate gets
 //!
 //! ```text
 //! score   = lexical + 0.25 × recency + 0.30 × pinned + 0.15 × recall
@@ -14,6 +19,8 @@
 //!
 //! `explain` returns these parts with each hit.
 
+use std::collections::HashSet;
+
 use loom_core::{OpCx, OpResult};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -22,7 +29,20 @@ use sqlx::AnyConnection;
 use super::store::{COLUMNS, Row};
 use crate::store::{Backend, db_error, rfc3339};
 
-/// Candidates fetched lexically before re-ranking.
+/// Rows each retrieval pass takes from the full-text index, newest first,
+/// before they are ranked in Rust.
+///
+/// Why a bound: scoring every lexical match is what made search slow. With
+/// common words a 2-3 word query over 100,000 memories matches about a
+/// third of them, and the database computed bm25 / ts_rank for each of
+/// those ~36,000 rows, joined and sorted them (about 70 ms of CPU per query
+/// on SQLite, 250 ms on PostgreSQL; seconds under load). Taking a bounded
+/// number of rows in index order (FTS5 rowid, PostgreSQL's
+/// `memories_by_update`) costs the same whatever the store's size. Why 200:
+/// four times the largest page a caller may ask for (50), so recency, pins
+/// and recall counts still have room to reorder what the text found; a pass
+/// that matches fewer rows than this returns all of them, so small stores
+/// rank exactly as an exhaustive scan would.
 const CANDIDATES: i64 = 200;
 const DAY_MS: f64 = 86_400_000.0;
 
@@ -110,6 +130,38 @@ pub struct SearchFilter<'a> {
     pub kind: Option<&'a str>,
 }
 
+/// Which rows a retrieval pass asks the index for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Rows holding every term: the best lexical matches, found even when
+    /// the newest rows holding some term crowd them out of the other pass.
+    All,
+    /// Rows holding any term.
+    Any,
+}
+
+/// The full-text query for `terms` joined by `pass`'s operator, in the
+/// backend's syntax. Terms are letters and digits only ([`terms`]), and
+/// they are quoted (FTS5) or handed to a parser that raises no syntax
+/// errors (PostgreSQL), so no user text is ever read as query syntax.
+fn match_expr(backend: Backend, terms: &[String], pass: Pass) -> String {
+    match backend {
+        // FTS5: a "string" is a phrase; `"` inside one is written `""`.
+        Backend::Sqlite => terms
+            .iter()
+            .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+            .collect::<Vec<_>>()
+            .join(if pass == Pass::All { " AND " } else { " OR " }),
+        // websearch_to_tsquery never raises a syntax error: words are ANDed,
+        // `or` between them ORs.
+        Backend::Postgres => terms
+            .iter()
+            .map(|t| t.replace('"', " "))
+            .collect::<Vec<_>>()
+            .join(if pass == Pass::All { " " } else { " or " }),
+    }
+}
+
 /// The live memories of the namespace (the call's, or `filter.namespace`) that match `terms`, best first, at most `limit`.
 pub async fn search(
     conn: &mut AnyConnection,
@@ -123,48 +175,22 @@ pub async fn search(
     if terms.is_empty() {
         return Ok(Vec::new());
     }
-    let cols: Vec<String> = COLUMNS
-        .split(',')
-        .map(|c| format!("m.{}", c.trim()))
-        .collect();
-    let cols = cols.join(", ");
-    let (query, sql) = match backend {
-        Backend::Sqlite => (
-            terms
-                .iter()
-                .map(|t| format!("\"{t}\""))
-                .collect::<Vec<_>>()
-                .join(" OR "),
-            format!(
-                "SELECT {cols}, -bm25(memories_fts, 2.0, 1.0, 0.5) AS lex \
-                 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
-                 WHERE memories_fts MATCH $1 AND m.org = $2 AND m.namespace = $3"
-            ),
-        ),
-        Backend::Postgres => (
-            terms.join(" | "),
-            format!(
-                "SELECT {cols}, CAST(10 * ts_rank(m.fts, to_tsquery('english', $1)) AS DOUBLE PRECISION) AS lex \
-                 FROM memories m WHERE m.fts @@ to_tsquery('english', $1) AND m.org = $2 AND m.namespace = $3"
-            ),
-        ),
-    };
-    let sql = format!(
-        "{sql} AND m.deleted = 0 AND (m.expires_ms IS NULL OR m.expires_ms > $4) \
-         AND ($5 = '' OR m.agent = $5) AND ($6 = '' OR m.kind = $6) ORDER BY lex DESC LIMIT $7"
-    );
-    let rows: Vec<LexRow> = sqlx::query_as(&sql)
-        .bind(query)
-        .bind(&cx.scope.org)
-        .bind(filter.namespace.unwrap_or(&cx.scope.namespace))
-        .bind(now)
-        .bind(filter.agent.unwrap_or(""))
-        .bind(filter.kind.unwrap_or(""))
-        .bind(CANDIDATES)
-        .fetch_all(conn)
-        .await
-        .map_err(db_error)?;
-    let mut ranked: Vec<(Row, ScoreParts, f64)> = rows
+    let mut found = candidates(conn, backend, cx, terms, filter, Pass::Any, now).await?;
+    // A full any-word pass may have left out older rows holding every word;
+    // a short one already holds every match.
+    if terms.len() > 1 && found.len() as i64 >= CANDIDATES {
+        // org and namespace are fixed per call: (agent, key) names the row
+        let mut seen: HashSet<(String, String)> = found
+            .iter()
+            .map(|r| (r.row.agent.clone(), r.row.memory_key.clone()))
+            .collect();
+        for r in candidates(conn, backend, cx, terms, filter, Pass::All, now).await? {
+            if seen.insert((r.row.agent.clone(), r.row.memory_key.clone())) {
+                found.push(r);
+            }
+        }
+    }
+    let mut ranked: Vec<(Row, ScoreParts, f64)> = found
         .into_iter()
         .map(|r| {
             let parts = parts(&r.row, r.lex, now);
@@ -182,6 +208,69 @@ pub async fn search(
         .into_iter()
         .map(|(row, parts, _)| (row, parts))
         .collect())
+}
+
+/// One retrieval pass: at most [`CANDIDATES`] live rows that `pass` matches,
+/// newest first, each with the database's lexical score for the whole query
+/// (every term ORed), so rows from either pass compare on one scale.
+async fn candidates(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    cx: &OpCx,
+    terms: &[String],
+    filter: &SearchFilter<'_>,
+    pass: Pass,
+    now: i64,
+) -> OpResult<Vec<LexRow>> {
+    let cols: Vec<String> = COLUMNS
+        .split(',')
+        .map(|c| format!("m.{}", c.trim()))
+        .collect();
+    let cols = cols.join(", ");
+    // SQLite's bm25 sums over the query's phrases that a row holds, so a row
+    // holding every term scores the same under AND as under OR. PostgreSQL's
+    // ts_rank does not, so it ranks by the OR query ($8) whatever the pass.
+    let (select, order) = match backend {
+        Backend::Sqlite => (
+            format!(
+                "SELECT {cols}, -bm25(memories_fts, 2.0, 1.0, 0.5) AS lex \
+                 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
+                 WHERE memories_fts MATCH $1 AND m.org = $2 AND m.namespace = $3"
+            ),
+            // FTS5 walks its index in rowid order and stops at the limit
+            "memories_fts.rowid DESC",
+        ),
+        Backend::Postgres => (
+            format!(
+                "SELECT {cols}, CAST(10 * ts_rank(m.fts, websearch_to_tsquery('english', $8)) AS DOUBLE PRECISION) AS lex \
+                 FROM memories m WHERE m.fts @@ websearch_to_tsquery('english', $1) AND m.org = $2 AND m.namespace = $3"
+            ),
+            // memories_by_update: read backwards, filtered, for common
+            // words; the GIN index and a small sort for rare ones
+            "m.updated_ms DESC",
+        ),
+    };
+    let sql = format!(
+        "{select} AND m.deleted = 0 AND (m.expires_ms IS NULL OR m.expires_ms > $4) \
+         AND ($5 = '' OR m.agent = $5) AND ($6 = '' OR m.kind = $6) ORDER BY {order} LIMIT $7"
+    );
+    let mut query = sqlx::query_as::<_, LexRow>(&sql)
+        .bind(match_expr(backend, terms, pass))
+        .bind(&cx.scope.org)
+        .bind(filter.namespace.unwrap_or(&cx.scope.namespace))
+        .bind(now)
+        .bind(filter.agent.unwrap_or(""))
+        .bind(filter.kind.unwrap_or(""))
+        .bind(CANDIDATES);
+    if backend == Backend::Postgres {
+        // Not a cached prepared statement: a generic plan cannot tell a
+        // rare word (GIN index) from a common one (scan by recency), so
+        // PostgreSQL plans each query with its words.
+        query = query
+            .bind(match_expr(backend, terms, Pass::Any))
+            .persistent(false);
+    }
+    query.fetch_all(conn).await.map_err(db_error)
 }
 
 fn parts(row: &Row, raw: f64, now: i64) -> ScoreParts {
