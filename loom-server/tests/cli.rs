@@ -18,7 +18,9 @@ fn loom() -> Command {
     c
 }
 
-#[tokio::test]
+// Multi-threaded: the CLI runs as a blocking child process while this
+// process's store keeps committing on another worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_minted_token_is_accepted_and_a_revoked_one_refused() {
     loom_ops::link();
     let (url, dir) = testing::sqlite_url();
@@ -279,7 +281,9 @@ fn user_cmd(url: &str, args: &[&str], stdin: &str) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
-#[tokio::test]
+// Multi-threaded: the CLI runs as a blocking child process while this
+// process's store keeps committing on another worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_add_stores_a_hash_and_user_disable_disables() {
     loom_ops::link();
     let (url, dir) = testing::sqlite_url();
