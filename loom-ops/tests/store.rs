@@ -32,6 +32,12 @@ async fn sqlite_runs_in_wal_mode() {
         .await
         .unwrap();
     assert_eq!(mode, "wal");
+    // reads go through a shared memory map, not a small cache per connection
+    let (mmap,): (i64,) = sqlx::query_as("PRAGMA mmap_size")
+        .fetch_one(t.store.reader())
+        .await
+        .unwrap();
+    assert_eq!(mmap, 1 << 30);
 }
 
 fn cx() -> loom_core::OpCx {

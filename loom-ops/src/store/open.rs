@@ -104,9 +104,15 @@ impl Store {
                                 // busy_timeout first: the journal_mode pragma itself
                                 // takes a lock, and without a timeout it fails at once
                                 // while another process (a CLI, a replica) writes.
+                                // mmap_size: pages are read through a shared
+                                // memory map instead of a pread into each
+                                // connection's own small cache (reads only;
+                                // writes and the WAL are unchanged, so crash
+                                // safety is too).
                                 conn.execute(
                                     "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; \
-                                     PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+                                     PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
+                                     PRAGMA mmap_size = 1073741824;",
                                 )
                                 .await?;
                             }
