@@ -24,8 +24,11 @@ use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
 
 use super::db_error;
 
-/// The savepoint each call runs in.
-const SAVEPOINT: &str = "loom_call";
+/// The statements around each call's savepoint (`loom_call`), written out
+/// once: they run on every write.
+const OPEN_SAVEPOINT: &str = "SAVEPOINT loom_call";
+const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT loom_call";
+const UNDO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT loom_call; RELEASE SAVEPOINT loom_call";
 
 /// How one group ended: `None` while it is open, then its commit's outcome.
 type Outcome = Option<Result<(), String>>;
@@ -94,10 +97,7 @@ impl Group {
             guard.outcome = Some(watch::channel(None).0);
         }
         let conn = guard.conn.as_mut().expect("the group's connection");
-        if let Err(e) = conn
-            .execute(format!("SAVEPOINT {SAVEPOINT}").as_str())
-            .await
-        {
+        if let Err(e) = conn.execute(OPEN_SAVEPOINT).await {
             drop(guard);
             self.finished.notify_one();
             return Err(db_error(e));
@@ -124,11 +124,7 @@ async fn settle_abandoned(state: &mut State) -> OpResult<()> {
         return Ok(());
     }
     if let Some(conn) = state.conn.as_mut() {
-        conn.execute(
-            format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}").as_str(),
-        )
-        .await
-        .map_err(db_error)?;
+        conn.execute(UNDO_SAVEPOINT).await.map_err(db_error)?;
     }
     Ok(())
 }
@@ -186,7 +182,7 @@ impl Member {
         let mut guard = self.guard.take().expect("a member holds the lock");
         let released = match guard.conn.as_mut() {
             Some(conn) => conn
-                .execute(format!("RELEASE SAVEPOINT {SAVEPOINT}").as_str())
+                .execute(RELEASE_SAVEPOINT)
                 .await
                 .map(|_| ())
                 .map_err(db_error),
