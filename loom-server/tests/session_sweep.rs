@@ -1,4 +1,4 @@
-//! The MCP session-run sweep across replicas, with real processes: two
+//! The MCP session-run sweep across replicas, with real processes: three
 //! `loom serve` processes (this build's binary) on one PostgreSQL database
 //! and a short `LOOM_MCP_SESSION_RUN_IDLE_SECONDS`. Every idle session's run
 //! is closed exactly once between them (each process logs the runs it
@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 /// How long the whole exchange may take before the test gives up.
 const DEADLINE: Duration = Duration::from_secs(60);
-/// Idle sessions, split between the two processes.
-const IDLE_SESSIONS: usize = 4;
+/// Idle sessions, split among the three processes.
+const IDLE_SESSIONS: usize = 6;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -212,7 +212,7 @@ async fn session_runs(
 }
 
 #[tokio::test]
-async fn two_processes_close_each_idle_session_run_exactly_once_and_spare_a_live_one() {
+async fn three_processes_close_each_idle_session_run_exactly_once_and_spare_a_live_one() {
     loom_ops::link();
     let Some(db) = testing::postgres().await else {
         eprintln!("skipped: LOOM_TEST_DATABASE_URL is not set");
@@ -230,8 +230,10 @@ async fn two_processes_close_each_idle_session_run_exactly_once_and_spare_a_live
     let client = reqwest::Client::new();
     let mut a = Replica::start(&url, &dir.join("a.log"));
     let mut b = Replica::start(&url, &dir.join("b.log"));
+    let mut c = Replica::start(&url, &dir.join("c.log"));
     a.wait_ready(&client).await;
     b.wait_ready(&client).await;
+    c.wait_ready(&client).await;
     let out = loom(&url)
         .args([
             "token",
@@ -255,10 +257,10 @@ async fn two_processes_close_each_idle_session_run_exactly_once_and_spare_a_live
         .trim()
         .to_owned();
 
-    // idle sessions on both processes, each with a run begun by a write
+    // idle sessions on all three processes, each with a run begun by a write
     let mut idle = Vec::new();
     for i in 0..IDLE_SESSIONS {
-        let base = if i % 2 == 0 { &a.base } else { &b.base };
+        let base = [&a.base, &b.base, &c.base][i % 3];
         let s = Session::open(&client, base, &token).await;
         s.call(
             &client,
@@ -311,11 +313,13 @@ async fn two_processes_close_each_idle_session_run_exactly_once_and_spare_a_live
     // each idle run was closed by exactly one sweep of one process
     let log_a = a.stop();
     let log_b = b.stop();
+    let log_c = c.stop();
     let mut closed: Vec<String> = Replica::closed_runs(&log_a);
     closed.extend(Replica::closed_runs(&log_b));
+    closed.extend(Replica::closed_runs(&log_c));
     closed.sort();
     let mut expected: Vec<String> = idle_runs.iter().map(|r| r.1.clone()).collect();
     expected.sort();
-    assert_eq!(closed, expected, "logs:\n{log_a}\n{log_b}");
+    assert_eq!(closed, expected, "logs:\n{log_a}\n{log_b}\n{log_c}");
     let _ = std::fs::remove_dir_all(dir);
 }
