@@ -555,6 +555,58 @@ async fn a_token_from_one_org_is_refused_in_another() {
     }
 }
 
+/// The pipeline's authorization looks the namespace up, and ops trust what
+/// it found; a namespace that does not exist must still be refused, with
+/// authentication on (the pipeline looked) and off (the op looks).
+#[tokio::test]
+async fn a_namespace_that_does_not_exist_is_refused_and_nothing_is_written() {
+    for auth in [true, false] {
+        for t in servers(|c| c.auth_required = auth).await {
+            let n = format!("{} auth={auth}", t.name());
+            let token = auth.then(|| t.token("default", "root", Role::Admin, &[]));
+            let token = token.as_deref();
+            let set = json!({"namespace": "nowhere", "memory_key": "k", "content": "x"});
+            let a = t.post("memory.set", token, set.clone()).await;
+            assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", &n);
+            assert_eq!(a.body["error"]["namespace"], "nowhere", "{n}");
+            let a = t
+                .post(
+                    "memory.get",
+                    token,
+                    json!({"namespace": "nowhere", "memory_key": "k"}),
+                )
+                .await;
+            assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", &n);
+            assert_eq!(
+                t.count("SELECT COUNT(*) FROM memories WHERE namespace = 'nowhere'")
+                    .await,
+                0,
+                "{n}"
+            );
+            // once it exists, the same calls go through
+            sqlx::query("INSERT INTO namespaces (org, namespace, created_ms) VALUES ('default', 'nowhere', 0)")
+                .execute(t.db.store.writer())
+                .await
+                .unwrap();
+            assert_eq!(t.post("memory.set", token, set).await.status, 200, "{n}");
+            let a = t
+                .post(
+                    "memory.get",
+                    token,
+                    json!({"namespace": "nowhere", "memory_key": "k"}),
+                )
+                .await;
+            assert_eq!(
+                (a.status, a.body["content"].as_str()),
+                (200, Some("x")),
+                "{n}: {}",
+                a.text
+            );
+            t.server.shutdown().await;
+        }
+    }
+}
+
 #[tokio::test]
 async fn idempotency_keys_replay_only_to_their_principal() {
     for t in servers(|_| {}).await {

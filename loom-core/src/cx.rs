@@ -51,6 +51,10 @@ pub struct Scope {
     pub agent: String,
     /// The caller's role in that namespace.
     pub role: Option<Role>,
+    /// The pipeline found the namespace in the org while authorizing this
+    /// call, so an op need not look it up again (false: it has not been
+    /// looked up, e.g. with authentication off).
+    pub namespace_found: bool,
 }
 
 /// What a call asks of the op beyond its arguments. The transport sets it

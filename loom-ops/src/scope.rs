@@ -4,8 +4,13 @@ use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 
 use crate::store::db_error;
 
-/// Refuses a call whose namespace does not exist in its org.
+/// Refuses a call whose namespace does not exist in its org. The
+/// pipeline's authorization usually found it already
+/// ([`loom_core::Scope::namespace_found`]); then this asks nothing.
 pub async fn require_namespace(conn: &mut sqlx::AnyConnection, cx: &OpCx) -> OpResult<()> {
+    if cx.scope.namespace_found {
+        return Ok(());
+    }
     let found: Option<(String,)> =
         sqlx::query_as("SELECT namespace FROM namespaces WHERE org = $1 AND namespace = $2")
             .bind(&cx.scope.org)

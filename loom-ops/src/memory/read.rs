@@ -171,7 +171,9 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
         ));
         got_from_version(cx, key, &agent, &v)
     } else {
-        let Some(mut row) = sql::resolve(&mut conn, cx, explicit, key, now, false).await? else {
+        let Some(sql::RowWithRun { mut row, run_id }) =
+            sql::resolve_with_run(&mut conn, cx, explicit, key, now, false).await?
+        else {
             return Err(not_found(cx, key));
         };
         if let Some(expected) = input.if_version
@@ -190,7 +192,7 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
             row.last_recall_ms = Some(now);
         }
         let mut got = got_from_row(&row);
-        got.run_id = sql::version_run(&mut conn, cx, &row).await?;
+        got.run_id = run_id;
         if input.include_recall_breakdown == Some(true) {
             let mut by_agent = sql::exposures_by_agent(&mut conn, &row).await?;
             // This serving's exposure is still queued: count it here.

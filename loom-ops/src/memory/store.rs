@@ -103,13 +103,39 @@ pub async fn resolve(
     now: i64,
     include_dead: bool,
 ) -> OpResult<Option<Row>> {
-    if explicit_agent {
-        return Ok(own(conn, cx, &cx.scope.agent, key)
+    Ok(
+        resolve_with_run(conn, cx, explicit_agent, key, now, include_dead)
             .await?
-            .filter(|r| include_dead || r.live(now)));
-    }
-    let rows = sqlx::query_as::<_, Row>(&format!(
-        "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND memory_key = $3 \
+            .map(|r| r.row),
+    )
+}
+
+/// A row [`resolve_with_run`] found.
+#[derive(Debug, sqlx::FromRow)]
+pub struct RowWithRun {
+    /// The row.
+    #[sqlx(flatten)]
+    pub row: Row,
+    /// The run its current version was written in.
+    pub run_id: Option<String>,
+}
+
+/// [`resolve`], with the run of the row's current version, in one statement
+/// (memory.get answers both; a read's every statement is a round trip).
+pub async fn resolve_with_run(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    explicit_agent: bool,
+    key: &str,
+    now: i64,
+    include_dead: bool,
+) -> OpResult<Option<RowWithRun>> {
+    sqlx::query_as::<_, RowWithRun>(&format!(
+        "SELECT {COLUMNS}, (SELECT v.run_id FROM memory_versions v \
+           WHERE v.org = m.org AND v.namespace = m.namespace AND v.agent = m.agent \
+           AND v.memory_key = m.memory_key AND v.version = m.version) AS run_id \
+         FROM memories m WHERE org = $1 AND namespace = $2 AND memory_key = $3 \
+         AND ($7 = '' OR agent = $7) \
          AND ($6 = 1 OR (deleted = 0 AND (expires_ms IS NULL OR expires_ms > $4))) \
          ORDER BY CASE WHEN agent = $5 THEN 0 ELSE 1 END, updated_ms DESC, agent LIMIT 1"
     ))
@@ -119,10 +145,14 @@ pub async fn resolve(
     .bind(now)
     .bind(&cx.scope.agent)
     .bind(i64::from(include_dead))
+    .bind(if explicit_agent {
+        cx.scope.agent.as_str()
+    } else {
+        ""
+    })
     .fetch_optional(conn)
     .await
-    .map_err(db_error)?;
-    Ok(rows)
+    .map_err(db_error)
 }
 
 /// Whether any agent's row of `key` in the namespace is locked.
@@ -454,27 +484,6 @@ pub async fn add_recalls(
     .await
     .map_err(db_error)?;
     Ok(())
-}
-
-/// The run the current version of `row` was written in.
-pub async fn version_run(
-    conn: &mut AnyConnection,
-    _cx: &OpCx,
-    row: &Row,
-) -> OpResult<Option<String>> {
-    let found: Option<(Option<String>,)> = sqlx::query_as(
-        "SELECT run_id FROM memory_versions \
-         WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $5",
-    )
-    .bind(&row.org)
-    .bind(&row.namespace)
-    .bind(&row.agent)
-    .bind(&row.memory_key)
-    .bind(row.version)
-    .fetch_optional(conn)
-    .await
-    .map_err(db_error)?;
-    Ok(found.and_then(|(r,)| r))
 }
 
 /// Exposure counts of `row` per calling agent, most first.

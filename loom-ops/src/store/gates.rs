@@ -27,6 +27,17 @@ pub enum IdemBegin {
     InFlight,
 }
 
+/// A namespace as authorization sees it ([`Store::namespace_access`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceAccess {
+    /// The namespace exists in the org.
+    pub exists: bool,
+    /// It refuses every other org.
+    pub restricted: bool,
+    /// The subject's `grants` row on it.
+    pub granted: Option<Role>,
+}
+
 /// One grant row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GrantRow {
@@ -100,18 +111,31 @@ impl Store {
         Ok(true)
     }
 
-    /// Whether `org/namespace` is restricted (refuses every other org).
-    pub async fn namespace_restricted(&self, org: &str, namespace: &str) -> OpResult<bool> {
-        let row: Option<(i64,)> = sqlx::query_as(
-            "SELECT CAST(CASE WHEN restricted THEN 1 ELSE 0 END AS BIGINT) FROM namespaces \
-             WHERE org = $1 AND namespace = $2",
+    /// What authorizing a call in `org/namespace` needs to know of it, in
+    /// one statement: every call's pipeline asks this, so it is one round
+    /// trip to the database, not one per fact.
+    pub async fn namespace_access(
+        &self,
+        org: &str,
+        namespace: &str,
+        subject: &str,
+    ) -> OpResult<NamespaceAccess> {
+        let (restricted, role): (Option<i64>, Option<String>) = sqlx::query_as(
+            "SELECT (SELECT CAST(CASE WHEN restricted THEN 1 ELSE 0 END AS BIGINT) FROM namespaces \
+                     WHERE org = $1 AND namespace = $2), \
+                    (SELECT role FROM grants WHERE org = $1 AND namespace = $2 AND subject = $3)",
         )
         .bind(org)
         .bind(namespace)
-        .fetch_optional(self.reader())
+        .bind(subject)
+        .fetch_one(self.reader())
         .await
         .map_err(db_error)?;
-        Ok(row.is_some_and(|(r,)| r != 0))
+        Ok(NamespaceAccess {
+            exists: restricted.is_some(),
+            restricted: restricted.is_some_and(|r| r != 0),
+            granted: role.as_deref().map(parse_role).transpose()?,
+        })
     }
 
     /// Every revoked token id.

@@ -26,7 +26,7 @@ mod tx;
 
 pub use batch::{BatchSink, BatchWriter};
 pub use error::db_error;
-pub use gates::{GrantRow, IdemBegin, SIGNING_KEY_SETTING};
+pub use gates::{GrantRow, IdemBegin, NamespaceAccess, SIGNING_KEY_SETTING};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
 pub use open::{StoreOptions, default_database_url};

@@ -96,6 +96,11 @@ impl Store {
         let setup = move |schema: Option<String>| {
             AnyPoolOptions::new()
                 .acquire_timeout(options.acquire_timeout)
+                // The pool pings a connection before handing it out, to
+                // catch one the server dropped. A SQLite connection is a
+                // file handle that cannot be dropped under us, and the ping
+                // is a round trip to its worker thread on every acquire.
+                .test_before_acquire(backend == Backend::Postgres)
                 .after_connect(move |conn, _meta| {
                     let schema = schema.clone();
                     Box::pin(async move {

@@ -146,6 +146,7 @@ impl Harness {
                 .unwrap_or(agent)
                 .into(),
             role: None,
+            namespace_found: false,
         };
         cx.run_id = run_id.map(str::to_owned);
         (entry.meta.call)(&cx, args).await

@@ -23,7 +23,7 @@ pub async fn authorize(
     caller: Option<&Caller>,
     scope: &mut Scope,
 ) -> Result<(), LoomError> {
-    let role = access(app, caller, scope).await?;
+    let (role, found) = access_and_existence(app, caller, scope).await?;
     if role < op.meta.role {
         return Err(LoomError::new(
             ErrorCode::AuthInsufficient,
@@ -36,6 +36,7 @@ pub async fn authorize(
         .with_detail("role", role.as_str()));
     }
     scope.role = Some(role);
+    scope.namespace_found = found;
     Ok(())
 }
 
@@ -43,16 +44,27 @@ pub async fn authorize(
 /// access refusal: ORG_MISMATCH for a restricted namespace of another org,
 /// NAMESPACE_NOT_ACCESSIBLE for one it holds no role in.
 pub async fn access(app: &App, caller: Option<&Caller>, scope: &Scope) -> Result<Role, LoomError> {
+    access_and_existence(app, caller, scope)
+        .await
+        .map(|(role, _)| role)
+}
+
+/// [`access`], and whether the namespace exists (false when authentication
+/// is off: nothing was looked up).
+async fn access_and_existence(
+    app: &App,
+    caller: Option<&Caller>,
+    scope: &Scope,
+) -> Result<(Role, bool), LoomError> {
     let Some(caller) = caller else {
         // Authentication is off: every call acts as admin.
-        return Ok(Role::Admin);
+        return Ok((Role::Admin, false));
     };
-    if caller.org != scope.org
-        && app
-            .store
-            .namespace_restricted(&scope.org, &scope.namespace)
-            .await?
-    {
+    let ns = app
+        .store
+        .namespace_access(&scope.org, &scope.namespace, &caller.subject)
+        .await?;
+    if caller.org != scope.org && ns.restricted {
         return Err(LoomError::new(
             ErrorCode::OrgMismatch,
             format!(
@@ -73,13 +85,9 @@ pub async fn access(app: &App, caller: Option<&Caller>, scope: &Scope) -> Result
                 .iter()
                 .any(|n| n == "*" || *n == scope.namespace);
         let from_token = if covered { caller.role } else { None };
-        let granted = app
-            .store
-            .granted_role(&scope.org, &scope.namespace, &caller.subject)
-            .await?;
-        from_token.max(granted)
+        from_token.max(ns.granted)
     };
-    role.ok_or_else(|| {
+    let role = role.ok_or_else(|| {
         LoomError::new(
             ErrorCode::NamespaceNotAccessible,
             format!(
@@ -89,5 +97,6 @@ pub async fn access(app: &App, caller: Option<&Caller>, scope: &Scope) -> Result
             ),
         )
         .with_detail("namespace", scope.namespace.clone())
-    })
+    })?;
+    Ok((role, ns.exists))
 }

@@ -68,6 +68,7 @@ pub fn resolve(
         namespace: namespace.to_owned(),
         agent: agent.to_owned(),
         role: None,
+        namespace_found: false,
     })
 }
 
