@@ -59,7 +59,7 @@ pub async fn servers(tweak: impl Fn(&mut Config)) -> Vec<TestServer> {
             port: 0,
             database_url: db.options.url.clone(),
             pg_schema: db.options.pg_schema.clone(),
-            database_max_connections: 4,
+            database_max_connections: Some(4),
             ..Config::default()
         };
         tweak(&mut config);

@@ -157,7 +157,7 @@ async fn two_servers_on_one_database_close_each_idle_run_exactly_once() {
             port: 0,
             database_url: first.db.options.url.clone(),
             pg_schema: first.db.options.pg_schema.clone(),
-            database_max_connections: 4,
+            database_max_connections: Some(4),
             ..Config::default()
         };
         generous(&mut config);

@@ -17,8 +17,9 @@ pub struct Config {
     pub database_url: String,
     /// PostgreSQL schema to use (tests run each server in a fresh one); not an environment variable.
     pub pg_schema: Option<String>,
-    /// `LOOM_DATABASE_MAX_CONNECTIONS` (16).
-    pub database_max_connections: u32,
+    /// `LOOM_DATABASE_MAX_CONNECTIONS` (unset: 16 on PostgreSQL, one
+    /// reader per core on SQLite; see `loom_ops::store::default_connections`).
+    pub database_max_connections: Option<u32>,
     /// `LOOM_AUTH_REQUIRED` (true).
     pub auth_required: bool,
     /// `LOOM_ALLOW_INSECURE` (false): serve without auth on a non-loopback bind.
@@ -192,7 +193,7 @@ impl Default for Config {
             port: 8080,
             database_url: loom_ops::store::default_database_url(),
             pg_schema: None,
-            database_max_connections: 16,
+            database_max_connections: None,
             auth_required: true,
             allow_insecure: false,
             jwt_secret: None,
@@ -277,7 +278,7 @@ impl Config {
             }
         }
         if let Some(v) = get("LOOM_DATABASE_MAX_CONNECTIONS") {
-            c.database_max_connections = positive("LOOM_DATABASE_MAX_CONNECTIONS", v)?;
+            c.database_max_connections = Some(positive("LOOM_DATABASE_MAX_CONNECTIONS", v)?);
         }
         if let Some(v) = get("LOOM_AUTH_REQUIRED") {
             c.auth_required = parse_bool("LOOM_AUTH_REQUIRED", v)?;

@@ -24,7 +24,7 @@ pub async fn replicas(
             port: 0,
             database_url: db.options.url.clone(),
             pg_schema: db.options.pg_schema.clone(),
-            database_max_connections: 4,
+            database_max_connections: Some(4),
             revocation_refresh: Duration::from_secs(1),
             ..Config::default()
         };

@@ -25,7 +25,7 @@ fn generous(c: &mut loom_server::Config) {
     c.rate_org_write_per_min = 1_000_000;
     c.rate_heavy_per_min = 1_000_000;
     c.rate_org_heavy_per_min = 1_000_000;
-    c.database_max_connections = 8;
+    c.database_max_connections = Some(8);
 }
 
 /// Every version of `key` (agent `hive`) as (version, change, content), oldest first.

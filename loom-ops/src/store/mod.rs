@@ -29,7 +29,7 @@ pub use error::db_error;
 pub use gates::{GrantRow, IdemBegin, NamespaceAccess, SIGNING_KEY_SETTING};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
-pub use open::{StoreOptions, default_database_url};
+pub use open::{StoreOptions, default_connections, default_database_url};
 pub use rate_buckets::RateBudget;
 pub use session_runs::SessionRunKey;
 pub use tx::WriteTx;

@@ -64,7 +64,7 @@ pub async fn postgres() -> Option<TestStore> {
     let url = postgres_url()?;
     let mut options = StoreOptions::new(url);
     options.pg_schema = Some(fresh_schema());
-    options.max_connections = 8;
+    options.max_connections = Some(8);
     let store = Store::open(options.clone()).await.expect("open postgres");
     Some(TestStore {
         store,
