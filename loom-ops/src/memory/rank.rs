@@ -4,9 +4,10 @@
 //! Only memories the query matches lexically are candidates, and the index
 //! hands over a bounded set of them (see [`CANDIDATES`]): the newest rows
 //! holding any term and, when those reach the bound, the newest holding
-//! every term. When a query
-//! matches fewer rows than that bound, every match is a candidate and the
-//! order below is exact. Each candidate gets
+//! every term. When a query matches fewer rows than that bound, every match
+//! is a candidate and the order below is exact. Candidates carry only what
+//! ranks them; the rows of the page are loaded once ranked. Each candidate
+//! gets
 //!
 //! ```text
 //! score   = lexical + 0.25 × recency + 0.30 × pinned + 0.15 × recall
@@ -112,10 +113,17 @@ pub struct MemoryHit {
     pub explain: Option<ScoreParts>,
 }
 
+/// What ranking needs of a lexical match; the page's rows are loaded
+/// whole only once ranked ([`load`]), so the hundreds of candidates a
+/// query weighs never carry their content out of the database.
 #[derive(sqlx::FromRow)]
-struct LexRow {
-    #[sqlx(flatten)]
-    row: Row,
+struct Candidate {
+    id: i64,
+    agent: String,
+    memory_key: String,
+    pinned: i64,
+    recall_count: i64,
+    updated_ms: i64,
     lex: f64,
 }
 
@@ -179,23 +187,19 @@ pub async fn search(
     // A full any-word pass may have left out older rows holding every word;
     // a short one already holds every match.
     if terms.len() > 1 && found.len() as i64 >= CANDIDATES {
-        // org and namespace are fixed per call: (agent, key) names the row
-        let mut seen: HashSet<(String, String)> = found
-            .iter()
-            .map(|r| (r.row.agent.clone(), r.row.memory_key.clone()))
-            .collect();
-        for r in candidates(conn, backend, cx, terms, filter, Pass::All, now).await? {
-            if seen.insert((r.row.agent.clone(), r.row.memory_key.clone())) {
-                found.push(r);
+        let mut seen: HashSet<i64> = found.iter().map(|c| c.id).collect();
+        for c in candidates(conn, backend, cx, terms, filter, Pass::All, now).await? {
+            if seen.insert(c.id) {
+                found.push(c);
             }
         }
     }
-    let mut ranked: Vec<(Row, ScoreParts, f64)> = found
+    let mut ranked: Vec<(Candidate, ScoreParts, f64)> = found
         .into_iter()
-        .map(|r| {
-            let parts = parts(&r.row, r.lex, now);
+        .map(|c| {
+            let parts = parts(c.updated_ms, c.pinned != 0, c.recall_count, c.lex, now);
             let score = score(&parts);
-            (r.row, parts, score)
+            (c, parts, score)
         })
         .collect();
     ranked.sort_by(|a, b| {
@@ -204,9 +208,47 @@ pub async fn search(
             .then_with(|| a.0.agent.cmp(&b.0.agent))
     });
     ranked.truncate(limit);
+    let ids: Vec<i64> = ranked.iter().map(|(c, _, _)| c.id).collect();
+    let mut rows = load(conn, &ids, now).await?;
+    // In rank order; a row deleted or expired since it was ranked is left out.
     Ok(ranked
         .into_iter()
-        .map(|(row, parts, _)| (row, parts))
+        .filter_map(|(c, parts, _)| rows.remove(&c.id).map(|row| (row, parts)))
+        .collect())
+}
+
+/// The live rows with these ids, by id.
+async fn load(
+    conn: &mut AnyConnection,
+    ids: &[i64],
+    now: i64,
+) -> OpResult<std::collections::HashMap<i64, Row>> {
+    if ids.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    #[derive(sqlx::FromRow)]
+    struct WithId {
+        id: i64,
+        #[sqlx(flatten)]
+        row: Row,
+    }
+    // $1 is the time; the ids follow. At most a page (50) of them.
+    let list: Vec<String> = (2..ids.len() + 2).map(|i| format!("${i}")).collect();
+    let sql = format!(
+        "SELECT id, {COLUMNS} FROM memories WHERE id IN ({}) \
+         AND deleted = 0 AND (expires_ms IS NULL OR expires_ms > $1)",
+        list.join(", ")
+    );
+    let mut query = sqlx::query_as::<_, WithId>(&sql).bind(now);
+    for id in ids {
+        query = query.bind(*id);
+    }
+    Ok(query
+        .fetch_all(conn)
+        .await
+        .map_err(db_error)?
+        .into_iter()
+        .map(|r| (r.id, r.row))
         .collect())
 }
 
@@ -221,12 +263,8 @@ async fn candidates(
     filter: &SearchFilter<'_>,
     pass: Pass,
     now: i64,
-) -> OpResult<Vec<LexRow>> {
-    let cols: Vec<String> = COLUMNS
-        .split(',')
-        .map(|c| format!("m.{}", c.trim()))
-        .collect();
-    let cols = cols.join(", ");
+) -> OpResult<Vec<Candidate>> {
+    let cols = "m.id, m.agent, m.memory_key, m.pinned, m.recall_count, m.updated_ms";
     // SQLite's bm25 sums over the query's phrases that a row holds, so a row
     // holding every term scores the same under AND as under OR. PostgreSQL's
     // ts_rank does not, so it ranks by the OR query ($8) whatever the pass.
@@ -254,7 +292,7 @@ async fn candidates(
         "{select} AND m.deleted = 0 AND (m.expires_ms IS NULL OR m.expires_ms > $4) \
          AND ($5 = '' OR m.agent = $5) AND ($6 = '' OR m.kind = $6) ORDER BY {order} LIMIT $7"
     );
-    let mut query = sqlx::query_as::<_, LexRow>(&sql)
+    let mut query = sqlx::query_as::<_, Candidate>(&sql)
         .bind(match_expr(backend, terms, pass))
         .bind(&cx.scope.org)
         .bind(filter.namespace.unwrap_or(&cx.scope.namespace))
@@ -273,15 +311,15 @@ async fn candidates(
     query.fetch_all(conn).await.map_err(db_error)
 }
 
-fn parts(row: &Row, raw: f64, now: i64) -> ScoreParts {
+fn parts(updated_ms: i64, pinned: bool, recall_count: i64, raw: f64, now: i64) -> ScoreParts {
     let raw = raw.max(0.0);
-    let age_days = ((now - row.updated_ms).max(0) as f64) / DAY_MS;
+    let age_days = ((now - updated_ms).max(0) as f64) / DAY_MS;
     ScoreParts {
         raw_lexical: raw,
         lexical: raw / (1.0 + raw),
         recency: 0.5_f64.powf(age_days / 30.0),
-        pinned: if row.pinned != 0 { 1.0 } else { 0.0 },
-        recall: ((1.0 + row.recall_count.max(0) as f64).ln() / 101_f64.ln()).min(1.0),
+        pinned: if pinned { 1.0 } else { 0.0 },
+        recall: ((1.0 + recall_count.max(0) as f64).ln() / 101_f64.ln()).min(1.0),
     }
 }
 
