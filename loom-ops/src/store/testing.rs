@@ -44,7 +44,49 @@ impl Drop for TestStore {
         if let Some(dir) = &self.dir {
             let _ = std::fs::remove_dir_all(dir);
         }
+        if let Some(schema) = self.options.pg_schema.clone() {
+            drop_schema(self.options.url.clone(), schema);
+        }
     }
+}
+
+/// Drops a test's PostgreSQL schema, so test runs do not pile schemas up
+/// in the database they share. Drop cannot await, so this runs on a thread
+/// of its own with its own runtime and connection. Best effort: a lock
+/// timeout keeps it from ever hanging a test, and a failure leaves the
+/// schema behind, which harms nothing.
+fn drop_schema(url: String, schema: String) {
+    let dropped = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        runtime.block_on(async {
+            use sqlx::Connection;
+            let mut conn = sqlx::AnyConnection::connect(&url).await.ok()?;
+            // A connection the test left inside a transaction holds locks
+            // on the schema's tables until it ends: end it.
+            sqlx::query(
+                "SELECT CAST(COUNT(pg_terminate_backend(pid)) AS BIGINT) FROM \
+                 (SELECT DISTINCT l.pid FROM pg_locks l \
+                  JOIN pg_class c ON c.oid = l.relation \
+                  JOIN pg_namespace n ON n.oid = c.relnamespace \
+                  WHERE n.nspname = $1 AND l.pid <> pg_backend_pid()) holders",
+            )
+            .bind(&schema)
+            .execute(&mut conn)
+            .await
+            .ok()?;
+            sqlx::raw_sql(&format!(
+                "SET lock_timeout = '2s'; DROP SCHEMA IF EXISTS {schema} CASCADE"
+            ))
+            .execute(&mut conn)
+            .await
+            .ok()?;
+            conn.close().await.ok()
+        })
+    });
+    let _ = dropped.join();
 }
 
 /// A migrated SQLite store in a fresh file.
