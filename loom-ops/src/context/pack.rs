@@ -50,7 +50,7 @@ pub async fn pack(store: &Store, cx: &OpCx, input: ContextPackInput) -> OpResult
     let budget = input.budget_tokens.unwrap_or(2000).clamp(100, 32_000);
     let terms = rank::terms(&input.task);
     let now = now_ms();
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let hits = rank::search(
         &mut conn,

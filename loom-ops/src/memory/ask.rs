@@ -10,7 +10,7 @@ use super::rank::{self, SearchFilter};
 use super::read::record_exposures;
 use super::validate;
 use crate::scope::require_namespace;
-use crate::store::{Store, db_error, now_ms};
+use crate::store::{Store, now_ms};
 
 /// A word reduced for comparison: lowercase, common English endings dropped.
 fn stem(word: &str) -> String {
@@ -59,7 +59,7 @@ pub async fn ask(store: &Store, cx: &OpCx, input: MemoryAsk) -> OpResult<MemoryA
     let limit = validate::limit(input.limit, 5, 20)?;
     let terms = rank::terms(&input.question);
     let now = now_ms();
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let filter = SearchFilter {
         namespace: None,

@@ -54,7 +54,7 @@ fn require_writer(cx: &OpCx, agent: Option<&str>) -> OpResult<()> {
 pub async fn inspect(store: &Store, cx: &OpCx, input: MemoryLookup) -> OpResult<MemoryInspection> {
     validate::key("memory_key", &input.memory_key)?;
     let now = now_ms();
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let Some(row) = sql::resolve(
         &mut conn,
@@ -128,7 +128,7 @@ pub async fn provenance(
 ) -> OpResult<MemoryProvenance> {
     validate::key("memory_key", &input.memory_key)?;
     require_writer(cx, input.agent.as_deref())?;
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let Some(row) = sql::resolve(
         &mut conn,
@@ -186,7 +186,7 @@ pub async fn provenance(
 /// grouping (labels are a JSON array) works the same on both backends.
 pub async fn aggregate(store: &Store, cx: &OpCx, input: MemoryAggregate) -> OpResult<Aggregates> {
     require_writer(cx, input.agent.as_deref())?;
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND deleted = 0 \

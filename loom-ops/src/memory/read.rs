@@ -12,7 +12,7 @@ use super::usage::{self, Served};
 use super::validate::{self, invalid, labels_from_json};
 use super::write::not_found;
 use crate::scope::require_namespace;
-use crate::store::{Store, db_error, now_ms, rfc3339};
+use crate::store::{Store, now_ms, rfc3339};
 
 /// The output fields `fields` may name.
 pub const FIELDS: &[&str] = &[
@@ -148,7 +148,7 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
     let now = now_ms();
     // A read: the reader pool, no transaction. What the serving leaves
     // behind (the recall, the exposure rows) goes to the usage log.
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
 
     let mut served = Vec::new();
@@ -262,7 +262,7 @@ pub async fn history(
         .map(parse_version_cursor)
         .transpose()?
         .unwrap_or(i64::MAX);
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let Some(row) = sql::resolve(&mut conn, cx, input.agent.is_some(), key, now_ms(), true).await?
     else {
@@ -313,7 +313,7 @@ pub async fn list(store: &Store, cx: &OpCx, input: MemoryList) -> OpResult<Memor
             }
         },
     };
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let filter = ListFilter {
         agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
@@ -357,7 +357,7 @@ pub async fn search(store: &Store, cx: &OpCx, input: MemorySearch) -> OpResult<M
     let kind = input.kind.as_deref().map(validate::kind).transpose()?;
     let terms = rank::terms(&input.query);
     let now = now_ms();
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let filter = SearchFilter {
         namespace: None,

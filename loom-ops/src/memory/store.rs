@@ -460,29 +460,58 @@ pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> Op
     Ok(())
 }
 
-/// Adds `count` recalls to the row (org, namespace, agent, key), last at
-/// `last_ms` unless a later one is stored. A row deleted since it was
-/// served is left alone.
-pub async fn add_recalls(
-    conn: &mut AnyConnection,
-    (org, namespace, agent, key): (&str, &str, &str, &str),
-    count: i64,
-    last_ms: i64,
-) -> OpResult<()> {
-    sqlx::query(
-        "UPDATE memories SET recall_count = recall_count + $1, \
-         last_recall_ms = CASE WHEN last_recall_ms IS NULL OR last_recall_ms < $2 THEN $2 ELSE last_recall_ms END \
-         WHERE org = $3 AND namespace = $4 AND agent = $5 AND memory_key = $6",
-    )
-    .bind(count)
-    .bind(last_ms)
-    .bind(org)
-    .bind(namespace)
-    .bind(agent)
-    .bind(key)
-    .execute(conn)
-    .await
-    .map_err(db_error)?;
+/// Recalled rows per `UPDATE` ([`add_recalls`]): 6 parameters each.
+pub const RECALLS_PER_UPDATE: usize = 100;
+
+/// One row's recalls in a batch: its coordinates, how many, the latest.
+pub type Recall<'a> = ((&'a str, &'a str, &'a str, &'a str), i64, i64);
+
+/// Adds each row's recalls to its `recall_count` and moves its
+/// `last_recall_ms` forward, in one statement. One `UPDATE` per row made a
+/// batch hundreds of round trips long, and the task driving them took
+/// turns on the runtime's threads with the calls being served: on 2 cores
+/// that alone made the p99 of memory.get five times its p50. The rows are
+/// listed in key order, in which the database meets them.
+pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> OpResult<()> {
+    if recalls.is_empty() {
+        return Ok(());
+    }
+    let mut values = String::new();
+    for i in 0..recalls.len() {
+        let p = i * 6;
+        if i > 0 {
+            values.push_str(", ");
+        }
+        let _ = write!(
+            values,
+            "(${}, ${}, ${}, ${}, CAST(${} AS BIGINT), CAST(${} AS BIGINT))",
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5,
+            p + 6
+        );
+    }
+    let sql = format!(
+        "WITH v (org, namespace, agent, memory_key, n, last_ms) AS (VALUES {values}) \
+         UPDATE memories SET recall_count = recall_count + v.n, \
+         last_recall_ms = CASE WHEN memories.last_recall_ms IS NULL OR memories.last_recall_ms < v.last_ms \
+           THEN v.last_ms ELSE memories.last_recall_ms END \
+         FROM v WHERE memories.org = v.org AND memories.namespace = v.namespace \
+         AND memories.agent = v.agent AND memories.memory_key = v.memory_key"
+    );
+    let mut q = sqlx::query(&sql);
+    for ((org, namespace, agent, key), count, last_ms) in recalls {
+        q = q
+            .bind(*org)
+            .bind(*namespace)
+            .bind(*agent)
+            .bind(*key)
+            .bind(*count)
+            .bind(*last_ms);
+    }
+    q.execute(conn).await.map_err(db_error)?;
     Ok(())
 }
 

@@ -96,9 +96,8 @@ impl BatchSink<Served> for Sink {
     }
 }
 
-/// Writes a batch in one transaction: the exposure rows, then one recall
-/// update per row recalled (rows in key order, so two writers lock them in
-/// the same order).
+/// Writes a batch in one transaction: the exposure rows, then the recall
+/// counts (rows in key order, so two writers lock them in the same order).
 async fn write(store: &Store, rows: &[Served]) -> OpResult<()> {
     let mut recalls: BTreeMap<(&str, &str, &str, &str), (i64, i64)> = BTreeMap::new();
     for s in rows.iter().filter(|s| s.recall) {
@@ -112,8 +111,12 @@ async fn write(store: &Store, rows: &[Served]) -> OpResult<()> {
     for chunk in rows.chunks(sql::EXPOSURES_PER_INSERT) {
         sql::insert_exposures(tx.conn(), chunk).await?;
     }
-    for (row, (count, last)) in recalls {
-        sql::add_recalls(tx.conn(), row, count, last).await?;
+    let recalls: Vec<sql::Recall<'_>> = recalls
+        .into_iter()
+        .map(|(row, (count, last))| (row, count, last))
+        .collect();
+    for chunk in recalls.chunks(sql::RECALLS_PER_UPDATE) {
+        sql::add_recalls(tx.conn(), chunk).await?;
     }
     tx.commit_unaudited().await
 }

@@ -7,7 +7,7 @@ use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
 
 use self::model::{Namespace, NamespaceGet, NamespaceList, NamespacePage};
 use crate::memory::validate;
-use crate::store::{Store, db_error};
+use crate::store::Store;
 
 /// Describes one namespace: its kind (personal, memory, collection, code,
 /// tracker), whether it is restricted, its description and how many live
@@ -15,7 +15,7 @@ use crate::store::{Store, db_error};
 #[loom_op(role = "viewer", idempotent, toolsets(assistant))]
 async fn get(cx: &OpCx, _input: NamespaceGet) -> OpResult<Namespace> {
     let store = cx.service::<Store>()?;
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     let names = [cx.scope.namespace.clone()];
     let found = store::list(&mut conn, cx, Some(&names), None, "", 1).await?;
     found.into_iter().next().ok_or_else(|| {
@@ -61,7 +61,7 @@ async fn page(
     let kind = input.kind.as_deref().map(validate::kind).transpose()?;
     let after = input.cursor.unwrap_or_default();
     let store = cx.service::<Store>()?;
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     let mut namespaces =
         store::list(&mut conn, cx, names, kind.as_deref(), &after, limit + 1).await?;
     let more = namespaces.len() as i64 > limit;

@@ -8,14 +8,14 @@ use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
 use self::model::{Profile, ProfileGet, ProfileSet};
 use crate::memory::validate;
 use crate::scope::require_namespace;
-use crate::store::{Store, db_error, now_ms, rfc3339};
+use crate::store::{Store, now_ms, rfc3339};
 
 /// Reads the namespace's profile: persona, preferences and goals. Use it at
 /// the start of a conversation to address the person as they asked.
 #[loom_op(role = "viewer", idempotent)]
 async fn get(cx: &OpCx, _input: ProfileGet) -> OpResult<Profile> {
     let store = cx.service::<Store>()?;
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     store::load(&mut conn, cx).await
 }

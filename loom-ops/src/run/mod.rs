@@ -9,7 +9,7 @@ use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
 use self::model::{Run, RunBegin, RunComplete, RunDetail, RunGet, RunList, Runs};
 use crate::memory::validate;
 use crate::scope::require_namespace;
-use crate::store::{Store, db_error, now_ms};
+use crate::store::{Store, now_ms};
 
 /// Starts a run: a unit of work whose writes and working memory carry its
 /// run_id. Pass the returned run_id to working_memory.set and end the run
@@ -98,7 +98,7 @@ async fn complete(cx: &OpCx, input: RunComplete) -> OpResult<Run> {
 async fn get(cx: &OpCx, input: RunGet) -> OpResult<RunDetail> {
     validate::key("run_id", &input.run_id)?;
     let store = cx.service::<Store>()?;
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let Some(row) = store::get(&mut conn, cx, &input.run_id).await? else {
         return Err(LoomError::new(
@@ -140,7 +140,7 @@ async fn list(cx: &OpCx, input: RunList) -> OpResult<Runs> {
         ));
     }
     let store = cx.service::<Store>()?;
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let rows = store::list(&mut conn, cx, input.status.as_deref(), limit).await?;
     Ok(Runs {

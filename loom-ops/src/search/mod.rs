@@ -64,12 +64,12 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     let top_k = input.top_k.unwrap_or(DEFAULT_TOP_K).clamp(1, 50);
     let terms = rank::terms(&input.query);
     let now = now_ms();
-    let mut conn = store.reader().acquire().await.map_err(db_error)?;
+    let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let namespaces = namespaces(&mut conn, cx).await?;
     drop(conn);
     let memory = async {
-        let mut conn = store.reader().acquire().await.map_err(db_error)?;
+        let mut conn = store.read().await?;
         let mut hits = Vec::new();
         for ns in &namespaces {
             let filter = SearchFilter {
@@ -94,7 +94,7 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
         Ok::<_, loom_core::LoomError>(hits)
     };
     let profile = async {
-        let mut conn = store.reader().acquire().await.map_err(db_error)?;
+        let mut conn = store.read().await?;
         crate::profile::store::load(&mut conn, cx).await
     };
     let (memory, profile) = tokio::join!(memory, profile);

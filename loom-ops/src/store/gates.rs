@@ -128,7 +128,7 @@ impl Store {
         .bind(org)
         .bind(namespace)
         .bind(subject)
-        .fetch_one(self.reader())
+        .fetch_one(&mut *self.read().await?)
         .await
         .map_err(db_error)?;
         Ok(NamespaceAccess {

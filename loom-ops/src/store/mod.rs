@@ -20,6 +20,7 @@ mod oauth;
 mod oidc;
 mod open;
 mod rate_buckets;
+mod read;
 mod session_runs;
 pub mod testing;
 mod tx;
@@ -31,6 +32,7 @@ pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
 pub use open::{StoreOptions, default_connections, default_database_url};
 pub use rate_buckets::RateBudget;
+pub use read::ReadConn;
 pub use session_runs::SessionRunKey;
 pub use tx::WriteTx;
 
@@ -63,6 +65,8 @@ pub struct Store {
     reader: AnyPool,
     /// SQLite's group commit over the writer; `None` on PostgreSQL.
     group: Option<std::sync::Arc<group::Group>>,
+    /// SQLite's read connections ([`Store::read`]); `None` on PostgreSQL.
+    kept: Option<std::sync::Arc<read::Kept>>,
 }
 
 impl Store {
@@ -76,7 +80,8 @@ impl Store {
         &self.writer
     }
 
-    /// The pool reads go through.
+    /// The pool occasional reads go through; an op's reads take a
+    /// connection from [`Store::read`].
     pub fn reader(&self) -> &AnyPool {
         &self.reader
     }
@@ -86,6 +91,9 @@ impl Store {
     pub async fn close(&self) {
         if let Some(group) = &self.group {
             group.close().await;
+        }
+        if let Some(kept) = &self.kept {
+            kept.close().await;
         }
         self.writer.close().await;
         self.reader.close().await;

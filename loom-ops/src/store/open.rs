@@ -181,11 +181,14 @@ impl Store {
         };
         let group =
             (backend == Backend::Sqlite).then(|| super::group::Group::start(writer.clone()));
+        let kept = (backend == Backend::Sqlite)
+            .then(|| super::read::Kept::new(reader.clone(), connections, options.acquire_timeout));
         Ok(Store {
             backend,
             writer,
             reader,
             group,
+            kept,
         })
     }
 
