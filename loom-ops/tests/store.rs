@@ -127,3 +127,53 @@ async fn a_committed_write_survives_close_and_reopen() {
         again.close().await;
     }
 }
+
+/// Ledger batches are written a few multi-row statements at a time
+/// (`store::pow2_chunks`): a batch of any length lands whole, each row with
+/// its own values, on every backend.
+#[tokio::test]
+async fn a_ledger_batch_of_any_length_lands_whole() {
+    use loom_core::{AgentEvent, Transport};
+    for t in testing::all().await {
+        let events: Vec<AgentEvent> = (0..237)
+            .map(|i| AgentEvent {
+                org: "default".into(),
+                namespace: "default".into(),
+                subject: format!("s{i}"),
+                agent: "a".into(),
+                consumer: (i % 2 == 0).then(|| "c".to_owned()),
+                op: "memory.get".into(),
+                transport: Transport::Http,
+                run_id: None,
+                session_id: None,
+                request_id: format!("r{i}"),
+                outcome: "ok".into(),
+                status: 200,
+                latency_ms: i,
+                at_ms: i64::try_from(i).unwrap(),
+            })
+            .collect();
+        t.store.insert_agent_events(&events).await.unwrap();
+        t.store.insert_agent_events(&events[..1]).await.unwrap();
+        let (rows, latency, consumers): (i64, i64, i64) = sqlx::query_as(
+            "SELECT COUNT(*), CAST(SUM(latency_ms) AS BIGINT), COUNT(consumer) FROM agent_events",
+        )
+        .fetch_one(t.store.reader())
+        .await
+        .unwrap();
+        let n = t.name();
+        assert_eq!(rows, 238, "{n}");
+        assert_eq!(latency, (0..237).sum::<i64>(), "{n}");
+        assert_eq!(consumers, 120, "{n}");
+        let (subject, request): (String, String) =
+            sqlx::query_as("SELECT subject, request_id FROM agent_events WHERE latency_ms = 200")
+                .fetch_one(t.store.reader())
+                .await
+                .unwrap();
+        assert_eq!(
+            (subject.as_str(), request.as_str()),
+            ("s200", "r200"),
+            "{n}"
+        );
+    }
+}

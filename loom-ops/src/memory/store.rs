@@ -414,33 +414,21 @@ pub async fn version_at(
     Ok(Some((hit.agent, row)))
 }
 
-/// Exposure rows per `INSERT`: 11 parameters each keeps a statement far
-/// below SQLite's and PostgreSQL's parameter limits.
-pub const EXPOSURES_PER_INSERT: usize = 100;
+/// The most exposure rows per `INSERT` (see `store::pow2_chunks`): 11
+/// parameters each keeps a statement far below SQLite's and PostgreSQL's
+/// parameter limits.
+pub const EXPOSURES_PER_INSERT: usize = 64;
 
 /// Inserts one `memory_exposures` row per serving, in one statement.
 pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> OpResult<()> {
     if served.is_empty() {
         return Ok(());
     }
-    let mut sql = String::from(
+    let sql = format!(
         "INSERT INTO memory_exposures (org, namespace, agent, memory_key, version, served_to, subject, op, \
-         run_id, request_id, at_ms) VALUES ",
+         run_id, request_id, at_ms) VALUES {}",
+        crate::store::values_list(served.len(), 11)
     );
-    for i in 0..served.len() {
-        let p = i * 11;
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push('(');
-        for c in 1..=11 {
-            if c > 1 {
-                sql.push_str(", ");
-            }
-            let _ = write!(sql, "${}", p + c);
-        }
-        sql.push(')');
-    }
     let mut q = sqlx::query(&sql);
     for s in served {
         q = q
@@ -460,8 +448,9 @@ pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> Op
     Ok(())
 }
 
-/// Recalled rows per `UPDATE` ([`add_recalls`]): 6 parameters each.
-pub const RECALLS_PER_UPDATE: usize = 100;
+/// The most recalled rows per `UPDATE` ([`add_recalls`], chunked as
+/// `store::pow2_chunks`): 6 parameters each.
+pub const RECALLS_PER_UPDATE: usize = 64;
 
 /// One row's recalls in a batch: its coordinates, how many, the latest.
 pub type Recall<'a> = ((&'a str, &'a str, &'a str, &'a str), i64, i64);

@@ -38,6 +38,11 @@ pub struct NamespaceAccess {
     pub granted: Option<Role>,
 }
 
+/// The most ledger rows per `INSERT` (see [`super::pow2_chunks`]): 14
+/// parameters each keeps a statement far below SQLite's and PostgreSQL's
+/// parameter limits.
+const EVENTS_PER_INSERT: usize = 64;
+
 /// One grant row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GrantRow {
@@ -279,29 +284,31 @@ impl Store {
             return Ok(());
         }
         let mut tx = self.begin_write().await?;
-        for e in events {
-            sqlx::query(
+        for chunk in super::pow2_chunks(events, EVENTS_PER_INSERT) {
+            let sql = format!(
                 "INSERT INTO agent_events (org, namespace, subject, agent, consumer, op, transport, run_id, \
-                 session_id, request_id, outcome, status, latency_ms, at_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-            )
-            .bind(&e.org)
-            .bind(&e.namespace)
-            .bind(&e.subject)
-            .bind(&e.agent)
-            .bind(e.consumer.as_deref())
-            .bind(&e.op)
-            .bind(e.transport.as_str())
-            .bind(e.run_id.as_deref())
-            .bind(e.session_id.as_deref())
-            .bind(&e.request_id)
-            .bind(&e.outcome)
-            .bind(i64::from(e.status))
-            .bind(i64::try_from(e.latency_ms).unwrap_or(i64::MAX))
-            .bind(e.at_ms)
-            .execute(tx.conn())
-            .await
-            .map_err(db_error)?;
+                 session_id, request_id, outcome, status, latency_ms, at_ms) VALUES {}",
+                super::values_list(chunk.len(), 14)
+            );
+            let mut q = sqlx::query(&sql);
+            for e in chunk {
+                q = q
+                    .bind(&e.org)
+                    .bind(&e.namespace)
+                    .bind(&e.subject)
+                    .bind(&e.agent)
+                    .bind(e.consumer.as_deref())
+                    .bind(&e.op)
+                    .bind(e.transport.as_str())
+                    .bind(e.run_id.as_deref())
+                    .bind(e.session_id.as_deref())
+                    .bind(&e.request_id)
+                    .bind(&e.outcome)
+                    .bind(i64::from(e.status))
+                    .bind(i64::try_from(e.latency_ms).unwrap_or(i64::MAX))
+                    .bind(e.at_ms);
+            }
+            q.execute(tx.conn()).await.map_err(db_error)?;
         }
         tx.commit_unaudited().await
     }
