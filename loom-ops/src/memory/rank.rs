@@ -20,7 +20,7 @@
 //!
 //! `explain` returns these parts with each hit.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use loom_core::{OpCx, OpResult};
 use schemars::JsonSchema;
@@ -208,47 +208,55 @@ pub async fn search(
             .then_with(|| a.0.agent.cmp(&b.0.agent))
     });
     ranked.truncate(limit);
-    let ids: Vec<i64> = ranked.iter().map(|(c, _, _)| c.id).collect();
-    let mut rows = load(conn, &ids, now).await?;
+    let keys: Vec<(&str, &str)> = ranked
+        .iter()
+        .map(|(c, _, _)| (c.agent.as_str(), c.memory_key.as_str()))
+        .collect();
+    let namespace = filter.namespace.unwrap_or(&cx.scope.namespace);
+    let mut rows = load(conn, &cx.scope.org, namespace, &keys, now).await?;
     // In rank order; a row deleted or expired since it was ranked is left out.
     Ok(ranked
         .into_iter()
-        .filter_map(|(c, parts, _)| rows.remove(&c.id).map(|row| (row, parts)))
+        .filter_map(|(c, parts, _)| {
+            rows.remove(&(c.agent, c.memory_key))
+                .map(|row| (row, parts))
+        })
         .collect())
 }
 
-/// The live rows with these ids, by id.
+/// The live rows of these (agent, key) pairs in the namespace, found by
+/// primary key on both backends.
 async fn load(
     conn: &mut AnyConnection,
-    ids: &[i64],
+    org: &str,
+    namespace: &str,
+    keys: &[(&str, &str)],
     now: i64,
-) -> OpResult<std::collections::HashMap<i64, Row>> {
-    if ids.is_empty() {
-        return Ok(std::collections::HashMap::new());
+) -> OpResult<HashMap<(String, String), Row>> {
+    if keys.is_empty() {
+        return Ok(HashMap::new());
     }
-    #[derive(sqlx::FromRow)]
-    struct WithId {
-        id: i64,
-        #[sqlx(flatten)]
-        row: Row,
-    }
-    // $1 is the time; the ids follow. At most a page (50) of them.
-    let list: Vec<String> = (2..ids.len() + 2).map(|i| format!("${i}")).collect();
+    // $1-$3 are org, namespace and the time; the pairs follow. At most a
+    // page (50) of them.
     let sql = format!(
-        "SELECT id, {COLUMNS} FROM memories WHERE id IN ({}) \
-         AND deleted = 0 AND (expires_ms IS NULL OR expires_ms > $1)",
-        list.join(", ")
+        "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 \
+         AND deleted = 0 AND (expires_ms IS NULL OR expires_ms > $3) \
+         AND (agent, memory_key) IN (VALUES {})",
+        crate::store::values_list(4, keys.len(), 2)
     );
-    let mut query = sqlx::query_as::<_, WithId>(&sql).bind(now);
-    for id in ids {
-        query = query.bind(*id);
+    let mut query = sqlx::query_as::<_, Row>(&sql)
+        .bind(org)
+        .bind(namespace)
+        .bind(now);
+    for (agent, key) in keys {
+        query = query.bind(*agent).bind(*key);
     }
     Ok(query
         .fetch_all(conn)
         .await
         .map_err(db_error)?
         .into_iter()
-        .map(|r| (r.id, r.row))
+        .map(|row| ((row.agent.clone(), row.memory_key.clone()), row))
         .collect())
 }
 

@@ -427,7 +427,7 @@ pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> Op
     let sql = format!(
         "INSERT INTO memory_exposures (org, namespace, agent, memory_key, version, served_to, subject, op, \
          run_id, request_id, at_ms) VALUES {}",
-        crate::store::values_list(served.len(), 11)
+        crate::store::values_list(1, served.len(), 11)
     );
     let mut q = sqlx::query(&sql);
     for s in served {

@@ -288,7 +288,7 @@ impl Store {
             let sql = format!(
                 "INSERT INTO agent_events (org, namespace, subject, agent, consumer, op, transport, run_id, \
                  session_id, request_id, outcome, status, latency_ms, at_ms) VALUES {}",
-                super::values_list(chunk.len(), 14)
+                super::values_list(1, chunk.len(), 14)
             );
             let mut q = sqlx::query(&sql);
             for e in chunk {

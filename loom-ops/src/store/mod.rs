@@ -101,10 +101,11 @@ impl Store {
 }
 
 /// The `VALUES` rows of a multi-row statement: `rows` tuples of `cols`
-/// numbered parameters, `($1, $2), ($3, $4)` for 2 × 2. Batches are written
+/// numbered parameters from `$first`, `($1, $2), ($3, $4)` for 2 × 2 from
+/// 1. Batches are written
 /// a statement per chunk of rows, not a statement per row: each statement
 /// is a round trip, on SQLite to the connection's worker thread.
-pub(crate) fn values_list(rows: usize, cols: usize) -> String {
+pub(crate) fn values_list(first: usize, rows: usize, cols: usize) -> String {
     use std::fmt::Write;
     let mut out = String::with_capacity(rows * cols * 5);
     for r in 0..rows {
@@ -113,7 +114,7 @@ pub(crate) fn values_list(rows: usize, cols: usize) -> String {
             if c > 1 {
                 out.push_str(", ");
             }
-            let _ = write!(out, "${}", r * cols + c);
+            let _ = write!(out, "${}", first + r * cols + c - 1);
         }
         out.push(')');
     }
@@ -163,7 +164,8 @@ mod tests {
 
     #[test]
     fn values_list_numbers_every_parameter_once() {
-        assert_eq!(super::values_list(1, 1), "($1)");
-        assert_eq!(super::values_list(2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(super::values_list(1, 1, 1), "($1)");
+        assert_eq!(super::values_list(1, 2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(super::values_list(4, 2, 2), "($4, $5), ($6, $7)");
     }
 }
