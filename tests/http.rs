@@ -566,16 +566,11 @@ async fn a_namespace_that_does_not_exist_is_refused_and_nothing_is_written() {
             let token = auth.then(|| t.token("default", "root", Role::Admin, &[]));
             let token = token.as_deref();
             let set = json!({"namespace": "nowhere", "memory_key": "k", "content": "x"});
+            let get = json!({"namespace": "nowhere", "memory_key": "k"});
             let a = t.post("memory.set", token, set.clone()).await;
             assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", &n);
             assert_eq!(a.body["error"]["namespace"], "nowhere", "{n}");
-            let a = t
-                .post(
-                    "memory.get",
-                    token,
-                    json!({"namespace": "nowhere", "memory_key": "k"}),
-                )
-                .await;
+            let a = t.post("memory.get", token, get.clone()).await;
             assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", &n);
             assert_eq!(
                 t.count("SELECT COUNT(*) FROM memories WHERE namespace = 'nowhere'")
@@ -589,13 +584,7 @@ async fn a_namespace_that_does_not_exist_is_refused_and_nothing_is_written() {
                 .await
                 .unwrap();
             assert_eq!(t.post("memory.set", token, set).await.status, 200, "{n}");
-            let a = t
-                .post(
-                    "memory.get",
-                    token,
-                    json!({"namespace": "nowhere", "memory_key": "k"}),
-                )
-                .await;
+            let a = t.post("memory.get", token, get.clone()).await;
             assert_eq!(
                 (a.status, a.body["content"].as_str()),
                 (200, Some("x")),

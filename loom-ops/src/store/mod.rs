@@ -101,10 +101,10 @@ impl Store {
 }
 
 /// The `VALUES` rows of a multi-row statement: `rows` tuples of `cols`
-/// numbered parameters from `$first`, `($1, $2), ($3, $4)` for 2 × 2 from
-/// 1. Batches are written
-/// a statement per chunk of rows, not a statement per row: each statement
-/// is a round trip, on SQLite to the connection's worker thread.
+/// numbered parameters from `$first` on; `values_list(1, 2, 2)` is
+/// `($1, $2), ($3, $4)`. Batches are written a statement per chunk of rows,
+/// not a statement per row: each statement is a round trip, on SQLite to
+/// the connection's worker thread.
 pub(crate) fn values_list(first: usize, rows: usize, cols: usize) -> String {
     use std::fmt::Write;
     let mut out = String::with_capacity(rows * cols * 5);
