@@ -129,7 +129,7 @@ async fn a_committed_write_survives_close_and_reopen() {
 }
 
 /// Ledger batches are written a few multi-row statements at a time
-/// (`store::pow2_chunks`): a batch of any length lands whole, each row with
+/// (`store::execute_chunked`): a batch of any length lands whole, each row with
 /// its own values, on every backend.
 #[tokio::test]
 async fn a_ledger_batch_of_any_length_lands_whole() {

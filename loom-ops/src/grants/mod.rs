@@ -140,7 +140,10 @@ async fn set(cx: &OpCx, input: GrantsSetInput) -> OpResult<GrantSet> {
     }
     let store = cx.service::<Store>()?;
     let (org, namespace) = (&cx.scope.org, &cx.scope.namespace);
-    let previous_role = store.granted_role(org, namespace, subject).await?;
+    let previous_role = store
+        .namespace_access(org, namespace, subject)
+        .await?
+        .granted;
     let role = input.role.role();
     let mut tx = store.begin_write().await?;
     match role {

@@ -2,8 +2,6 @@
 //! UPDATE on the version the caller read (so two writers racing on one
 //! version cannot both win) plus a snapshot row in `memory_versions`.
 
-use std::fmt::Write as _;
-
 use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 use sqlx::AnyConnection;
 
@@ -414,94 +412,69 @@ pub async fn version_at(
     Ok(Some((hit.agent, row)))
 }
 
-/// The most exposure rows per `INSERT` (see `store::pow2_chunks`): 11
-/// parameters each keeps a statement far below SQLite's and PostgreSQL's
-/// parameter limits.
-pub const EXPOSURES_PER_INSERT: usize = 64;
-
-/// Inserts one `memory_exposures` row per serving, in one statement.
+/// Inserts one `memory_exposures` row per serving.
 pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> OpResult<()> {
-    if served.is_empty() {
-        return Ok(());
-    }
-    let sql = format!(
-        "INSERT INTO memory_exposures (org, namespace, agent, memory_key, version, served_to, subject, op, \
-         run_id, request_id, at_ms) VALUES {}",
-        crate::store::values_list(1, served.len(), 11)
-    );
-    let mut q = sqlx::query(&sql);
-    for s in served {
-        q = q
-            .bind(&s.org)
-            .bind(&s.namespace)
-            .bind(&s.agent)
-            .bind(&s.memory_key)
-            .bind(s.version)
-            .bind(&s.served_to)
-            .bind(&s.subject)
-            .bind(s.op)
-            .bind(s.run_id.as_deref())
-            .bind(&s.request_id)
-            .bind(s.at_ms);
-    }
-    q.execute(conn).await.map_err(db_error)?;
-    Ok(())
+    crate::store::execute_chunked(
+        conn,
+        served,
+        11,
+        |values| {
+            format!(
+                "INSERT INTO memory_exposures (org, namespace, agent, memory_key, version, served_to, \
+                 subject, op, run_id, request_id, at_ms) VALUES {values}"
+            )
+        },
+        |q, s| {
+            q.bind(&s.org)
+                .bind(&s.namespace)
+                .bind(&s.agent)
+                .bind(&s.memory_key)
+                .bind(s.version)
+                .bind(&s.served_to)
+                .bind(&s.subject)
+                .bind(s.op)
+                .bind(s.run_id.as_deref())
+                .bind(&s.request_id)
+                .bind(s.at_ms)
+        },
+    )
+    .await
 }
-
-/// The most recalled rows per `UPDATE` ([`add_recalls`], chunked as
-/// `store::pow2_chunks`): 6 parameters each.
-pub const RECALLS_PER_UPDATE: usize = 64;
 
 /// One row's recalls in a batch: its coordinates, how many, the latest.
 pub type Recall<'a> = ((&'a str, &'a str, &'a str, &'a str), i64, i64);
 
 /// Adds each row's recalls to its `recall_count` and moves its
-/// `last_recall_ms` forward, in one statement. One `UPDATE` per row made a
-/// batch hundreds of round trips long, and the task driving them took
-/// turns on the runtime's threads with the calls being served: on 2 cores
-/// that alone made the p99 of memory.get five times its p50. The rows are
-/// listed in key order, in which the database meets them.
+/// `last_recall_ms` forward, a statement per chunk of rows. One `UPDATE`
+/// per row made a batch hundreds of round trips long, and the task driving
+/// them took turns on the runtime's threads with the calls being served: on
+/// 2 cores that alone made the p99 of memory.get five times its p50. The
+/// rows are listed in key order, in which the database meets them.
 pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> OpResult<()> {
-    if recalls.is_empty() {
-        return Ok(());
-    }
-    let mut values = String::new();
-    for i in 0..recalls.len() {
-        let p = i * 6;
-        if i > 0 {
-            values.push_str(", ");
-        }
-        let _ = write!(
-            values,
-            "(${}, ${}, ${}, ${}, CAST(${} AS BIGINT), CAST(${} AS BIGINT))",
-            p + 1,
-            p + 2,
-            p + 3,
-            p + 4,
-            p + 5,
-            p + 6
-        );
-    }
-    let sql = format!(
-        "WITH v (org, namespace, agent, memory_key, n, last_ms) AS (VALUES {values}) \
-         UPDATE memories SET recall_count = recall_count + v.n, \
-         last_recall_ms = CASE WHEN memories.last_recall_ms IS NULL OR memories.last_recall_ms < v.last_ms \
-           THEN v.last_ms ELSE memories.last_recall_ms END \
-         FROM v WHERE memories.org = v.org AND memories.namespace = v.namespace \
-         AND memories.agent = v.agent AND memories.memory_key = v.memory_key"
-    );
-    let mut q = sqlx::query(&sql);
-    for ((org, namespace, agent, key), count, last_ms) in recalls {
-        q = q
-            .bind(*org)
-            .bind(*namespace)
-            .bind(*agent)
-            .bind(*key)
-            .bind(*count)
-            .bind(*last_ms);
-    }
-    q.execute(conn).await.map_err(db_error)?;
-    Ok(())
+    crate::store::execute_chunked(
+        conn,
+        recalls,
+        6,
+        |values| {
+            format!(
+                "WITH v (org, namespace, agent, memory_key, n, last_ms) AS (VALUES {values}) \
+                 UPDATE memories SET recall_count = recall_count + v.n, \
+                 last_recall_ms = CASE WHEN memories.last_recall_ms IS NULL OR memories.last_recall_ms < v.last_ms \
+                   THEN v.last_ms ELSE memories.last_recall_ms END \
+                 FROM v WHERE memories.org = v.org AND memories.namespace = v.namespace \
+                 AND memories.agent = v.agent AND memories.memory_key = v.memory_key"
+            )
+        },
+        |q, ((org, namespace, agent, key), count, last_ms)| {
+            q.bind(*org)
+                .bind(*namespace)
+                .bind(*agent)
+                .bind(*key)
+                .bind(*count)
+                .bind(*last_ms)
+        },
+    )
+    .await
 }
 
 /// Exposure counts of `row` per calling agent, most first.

@@ -108,15 +108,11 @@ async fn write(store: &Store, rows: &[Served]) -> OpResult<()> {
         entry.1 = entry.1.max(s.at_ms);
     }
     let mut tx = store.begin_write().await?;
-    for chunk in crate::store::pow2_chunks(rows, sql::EXPOSURES_PER_INSERT) {
-        sql::insert_exposures(tx.conn(), chunk).await?;
-    }
+    sql::insert_exposures(tx.conn(), rows).await?;
     let recalls: Vec<sql::Recall<'_>> = recalls
         .into_iter()
         .map(|(row, (count, last))| (row, count, last))
         .collect();
-    for chunk in crate::store::pow2_chunks(&recalls, sql::RECALLS_PER_UPDATE) {
-        sql::add_recalls(tx.conn(), chunk).await?;
-    }
+    sql::add_recalls(tx.conn(), &recalls).await?;
     tx.commit_unaudited().await
 }

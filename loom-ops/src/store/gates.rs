@@ -38,11 +38,6 @@ pub struct NamespaceAccess {
     pub granted: Option<Role>,
 }
 
-/// The most ledger rows per `INSERT` (see [`super::pow2_chunks`]): 14
-/// parameters each keeps a statement far below SQLite's and PostgreSQL's
-/// parameter limits.
-const EVENTS_PER_INSERT: usize = 64;
-
 /// One grant row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GrantRow {
@@ -163,25 +158,6 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// The role `subject` was granted on `org/namespace`, if any.
-    pub async fn granted_role(
-        &self,
-        org: &str,
-        namespace: &str,
-        subject: &str,
-    ) -> OpResult<Option<Role>> {
-        let row: Option<(String,)> = sqlx::query_as(
-            "SELECT role FROM grants WHERE org = $1 AND namespace = $2 AND subject = $3",
-        )
-        .bind(org)
-        .bind(namespace)
-        .bind(subject)
-        .fetch_optional(self.reader())
-        .await
-        .map_err(db_error)?;
-        row.map(|(r,)| parse_role(&r)).transpose()
-    }
-
     /// Every grant on `org/namespace`, by subject.
     pub async fn grants(&self, org: &str, namespace: &str) -> OpResult<Vec<GrantRow>> {
         let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
@@ -284,16 +260,18 @@ impl Store {
             return Ok(());
         }
         let mut tx = self.begin_write().await?;
-        for chunk in super::pow2_chunks(events, EVENTS_PER_INSERT) {
-            let sql = format!(
-                "INSERT INTO agent_events (org, namespace, subject, agent, consumer, op, transport, run_id, \
-                 session_id, request_id, outcome, status, latency_ms, at_ms) VALUES {}",
-                super::values_list(1, chunk.len(), 14)
-            );
-            let mut q = sqlx::query(&sql);
-            for e in chunk {
-                q = q
-                    .bind(&e.org)
+        super::execute_chunked(
+            tx.conn(),
+            events,
+            14,
+            |values| {
+                format!(
+                    "INSERT INTO agent_events (org, namespace, subject, agent, consumer, op, transport, \
+                     run_id, session_id, request_id, outcome, status, latency_ms, at_ms) VALUES {values}"
+                )
+            },
+            |q, e| {
+                q.bind(&e.org)
                     .bind(&e.namespace)
                     .bind(&e.subject)
                     .bind(&e.agent)
@@ -306,10 +284,10 @@ impl Store {
                     .bind(&e.outcome)
                     .bind(i64::from(e.status))
                     .bind(i64::try_from(e.latency_ms).unwrap_or(i64::MAX))
-                    .bind(e.at_ms);
-            }
-            q.execute(tx.conn()).await.map_err(db_error)?;
-        }
+                    .bind(e.at_ms)
+            },
+        )
+        .await?;
         tx.commit_unaudited().await
     }
 }

@@ -16,6 +16,7 @@ mod batch;
 mod error;
 mod gates;
 mod group;
+mod multirow;
 mod oauth;
 mod oidc;
 mod open;
@@ -28,6 +29,7 @@ mod tx;
 pub use batch::{BatchSink, BatchWriter};
 pub use error::db_error;
 pub use gates::{GrantRow, IdemBegin, NamespaceAccess, SIGNING_KEY_SETTING};
+pub(crate) use multirow::{execute_chunked, values_list};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
 pub use open::{StoreOptions, default_connections, default_database_url};
@@ -100,44 +102,6 @@ impl Store {
     }
 }
 
-/// The `VALUES` rows of a multi-row statement: `rows` tuples of `cols`
-/// numbered parameters from `$first` on; `values_list(1, 2, 2)` is
-/// `($1, $2), ($3, $4)`. Batches are written a statement per chunk of rows,
-/// not a statement per row: each statement is a round trip, on SQLite to
-/// the connection's worker thread.
-pub(crate) fn values_list(first: usize, rows: usize, cols: usize) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(rows * cols * 5);
-    for r in 0..rows {
-        out.push_str(if r == 0 { "(" } else { ", (" });
-        for c in 1..=cols {
-            if c > 1 {
-                out.push_str(", ");
-            }
-            let _ = write!(out, "${}", first + r * cols + c - 1);
-        }
-        out.push(')');
-    }
-    out
-}
-
-/// `rows` cut into chunks for multi-row statements: each chunk as long as
-/// the largest power of two that fits, up to `max`. A statement's text
-/// depends on its row count, and the connection caches prepared statements
-/// by text; with power-of-two chunks a batch of any length reuses at most
-/// a handful of cached statements instead of preparing a new one per batch.
-pub(crate) fn pow2_chunks<T>(mut rows: &[T], max: usize) -> impl Iterator<Item = &[T]> {
-    std::iter::from_fn(move || {
-        if rows.is_empty() {
-            return None;
-        }
-        let fit = 1usize << rows.len().ilog2();
-        let (chunk, rest) = rows.split_at(fit.min(max.max(1)));
-        rows = rest;
-        Some(chunk)
-    })
-}
-
 /// Milliseconds since the Unix epoch: how every timestamp is stored.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -148,24 +112,4 @@ pub fn rfc3339(ms: i64) -> String {
     chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn pow2_chunks_cover_every_row_once_in_few_shapes() {
-        let rows: Vec<usize> = (0..237).collect();
-        let chunks: Vec<&[usize]> = super::pow2_chunks(&rows, 64).collect();
-        let lens: Vec<usize> = chunks.iter().map(|c| c.len()).collect();
-        assert_eq!(lens, [64, 64, 64, 32, 8, 4, 1]);
-        assert_eq!(chunks.concat(), rows);
-        assert_eq!(super::pow2_chunks::<u8>(&[], 64).count(), 0);
-    }
-
-    #[test]
-    fn values_list_numbers_every_parameter_once() {
-        assert_eq!(super::values_list(1, 1, 1), "($1)");
-        assert_eq!(super::values_list(1, 2, 3), "($1, $2, $3), ($4, $5, $6)");
-        assert_eq!(super::values_list(4, 2, 2), "($4, $5), ($6, $7)");
-    }
 }
