@@ -48,6 +48,31 @@ impl Answer {
     }
 }
 
+/// Rate limits no test's calls come near, for tests that are not about
+/// rate limits.
+pub fn generous(c: &mut Config) {
+    c.rate_read_per_min = 1_000_000;
+    c.rate_org_read_per_min = 1_000_000;
+    c.rate_write_per_min = 1_000_000;
+    c.rate_org_write_per_min = 1_000_000;
+    c.rate_heavy_per_min = 1_000_000;
+    c.rate_org_heavy_per_min = 1_000_000;
+}
+
+/// What [`TestServer::token`] mints: an hour, no platform admin, no
+/// consumer claim; change a field for anything else.
+pub fn mint_spec(org: &str, subject: &str, role: Role, namespaces: &[&str]) -> MintSpec {
+    MintSpec {
+        org: org.into(),
+        subject: subject.into(),
+        role,
+        namespaces: namespaces.iter().map(|s| (*s).to_owned()).collect(),
+        ttl_secs: 3600,
+        platform_admin: false,
+        consumer: None,
+    }
+}
+
 /// A server per backend (SQLite, and PostgreSQL when `LOOM_TEST_DATABASE_URL`
 /// is set), each on a fresh database, configured by `tweak`, and ready.
 pub async fn servers(tweak: impl Fn(&mut Config)) -> Vec<TestServer> {
@@ -108,15 +133,7 @@ impl TestServer {
 
     /// Mints a token with this server's key.
     pub fn token(&self, org: &str, subject: &str, role: Role, namespaces: &[&str]) -> String {
-        self.mint(MintSpec {
-            org: org.into(),
-            subject: subject.into(),
-            role,
-            namespaces: namespaces.iter().map(|s| (*s).to_owned()).collect(),
-            ttl_secs: 3600,
-            platform_admin: false,
-            consumer: None,
-        })
+        self.mint(mint_spec(org, subject, role, namespaces))
     }
 
     /// Mints a token from a full spec.

@@ -1,18 +1,8 @@
 //! MCP at `/mcp` end to end, over a real socket, on every backend.
 
 use loom_core::Role;
-use loom_server::Config;
-use loom_tests::{McpClient, TestServer, servers};
+use loom_tests::{McpClient, TestServer, generous, servers};
 use serde_json::{Value, json};
-
-fn generous(c: &mut Config) {
-    c.rate_read_per_min = 100_000;
-    c.rate_org_read_per_min = 100_000;
-    c.rate_write_per_min = 100_000;
-    c.rate_org_write_per_min = 100_000;
-    c.rate_heavy_per_min = 100_000;
-    c.rate_org_heavy_per_min = 100_000;
-}
 
 fn admin(t: &TestServer) -> String {
     t.token("default", "ana", Role::Admin, &[])

@@ -5,33 +5,11 @@
 //! that record no usage.
 
 use loom_core::Role;
-use loom_server::Config;
 use loom_server::tokens::MintSpec;
-use loom_tests::{McpClient, TestServer, servers};
+use loom_tests::{McpClient, TestServer, generous, mint_spec, servers};
 use serde_json::{Value, json};
 
 const ASSISTANT: &str = "toolset=assistant";
-
-fn generous(c: &mut Config) {
-    c.rate_read_per_min = 100_000;
-    c.rate_org_read_per_min = 100_000;
-    c.rate_write_per_min = 100_000;
-    c.rate_org_write_per_min = 100_000;
-    c.rate_heavy_per_min = 100_000;
-    c.rate_org_heavy_per_min = 100_000;
-}
-
-fn spec(org: &str, subject: &str, role: Role, namespaces: &[&str]) -> MintSpec {
-    MintSpec {
-        org: org.into(),
-        subject: subject.into(),
-        role,
-        namespaces: namespaces.iter().map(|s| (*s).to_owned()).collect(),
-        ttl_secs: 3600,
-        platform_admin: false,
-        consumer: None,
-    }
-}
 
 /// Writes a memory over HTTP (as `ana`, a writer of the default org).
 async fn seed(t: &TestServer, args: Value) {
@@ -137,7 +115,7 @@ async fn assistant_calls_are_ledgered_as_loom_assistant_unless_the_token_names_a
         // a token whose consumer claim names another consumer keeps it
         let claimed = t.mint(MintSpec {
             consumer: Some("acme-portal".into()),
-            ..spec("default", "pat", Role::Viewer, &[])
+            ..mint_spec("default", "pat", Role::Viewer, &[])
         });
         let p = McpClient::new(&t, Some(&claimed), ASSISTANT);
         ok(&p
@@ -176,7 +154,7 @@ async fn an_assistant_read_without_a_namespace_reads_the_first_the_token_may_rea
         .await;
         // an org-wide token may act in the default org, but the restricted
         // vault refuses every other org: team is the first it may read
-        let wide = t.mint(spec("*", "wes", Role::Viewer, &["vault", "team"]));
+        let wide = t.mint(mint_spec("*", "wes", Role::Viewer, &["vault", "team"]));
         let a = McpClient::new(&t, Some(&wide), ASSISTANT);
         let got = a
             .call("loom_memory_get", json!({"memory_key": "plan"}))
@@ -205,7 +183,7 @@ async fn an_assistant_read_without_a_namespace_reads_the_first_the_token_may_rea
         // `*` names no namespace; a token naming none keeps the caller's
         // default workspace
         for names in [&["*"][..], &[][..]] {
-            let token = t.mint(spec("default", "nia", Role::Viewer, names));
+            let token = t.mint(mint_spec("default", "nia", Role::Viewer, names));
             let a = McpClient::new(&t, Some(&token), ASSISTANT);
             let got = a
                 .call("loom_memory_get", json!({"memory_key": "plan"}))

@@ -7,17 +7,8 @@ use loom_core::Role;
 use loom_ops::store::now_ms;
 use loom_server::Config;
 use loom_server::workers::session_runs::sweep_once;
-use loom_tests::{McpClient, TestServer, servers};
+use loom_tests::{McpClient, TestServer, generous, servers};
 use serde_json::{Value, json};
-
-fn generous(c: &mut Config) {
-    c.rate_read_per_min = 100_000;
-    c.rate_org_read_per_min = 100_000;
-    c.rate_write_per_min = 100_000;
-    c.rate_org_write_per_min = 100_000;
-    c.rate_heavy_per_min = 100_000;
-    c.rate_org_heavy_per_min = 100_000;
-}
 
 async fn runs(c: &McpClient<'_>) -> Vec<Value> {
     let r = c

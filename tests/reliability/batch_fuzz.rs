@@ -18,15 +18,6 @@ use crate::fuzz::{json_value, rpc_message};
 
 const CASES: u32 = 96;
 
-fn generous(c: &mut loom_server::Config) {
-    c.rate_read_per_min = 1_000_000;
-    c.rate_org_read_per_min = 1_000_000;
-    c.rate_write_per_min = 1_000_000;
-    c.rate_org_write_per_min = 1_000_000;
-    c.rate_heavy_per_min = 1_000_000;
-    c.rate_org_heavy_per_min = 1_000_000;
-}
-
 /// Argument values: mostly plausible, sometimes anything.
 fn argument() -> impl Strategy<Value = Value> {
     prop_oneof![
@@ -201,7 +192,7 @@ fn generated_batches_and_broken_bodies_over_a_real_socket() {
         .enable_all()
         .build()
         .expect("a runtime");
-    for t in rt.block_on(servers(generous)) {
+    for t in rt.block_on(servers(loom_tests::generous)) {
         let n = t.name();
         let token = t.token("default", "fuzzer", Role::Writer, &["default"]);
         let (globex, control) = rt.block_on(async {

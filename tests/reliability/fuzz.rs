@@ -169,12 +169,7 @@ fn every_op_answers_hostile_arguments_without_a_fault() {
         .expect("a runtime");
     let servers = rt.block_on(loom_tests::servers(|c| {
         c.auth_required = false;
-        c.rate_read_per_min = 1_000_000;
-        c.rate_org_read_per_min = 1_000_000;
-        c.rate_write_per_min = 1_000_000;
-        c.rate_org_write_per_min = 1_000_000;
-        c.rate_heavy_per_min = 1_000_000;
-        c.rate_org_heavy_per_min = 1_000_000;
+        loom_tests::generous(c);
     }));
     let registry = registry();
     let mut config = ProptestConfig::with_cases(256);

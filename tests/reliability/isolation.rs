@@ -161,12 +161,7 @@ fn no_token_reaches_a_row_outside_its_orgs_and_namespaces() {
         .build()
         .expect("a runtime");
     let servers = rt.block_on(servers(|c| {
-        c.rate_read_per_min = 1_000_000;
-        c.rate_org_read_per_min = 1_000_000;
-        c.rate_write_per_min = 1_000_000;
-        c.rate_org_write_per_min = 1_000_000;
-        c.rate_heavy_per_min = 1_000_000;
-        c.rate_org_heavy_per_min = 1_000_000;
+        loom_tests::generous(c);
     }));
     for t in servers {
         rt.block_on(async {

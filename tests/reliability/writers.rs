@@ -19,12 +19,7 @@ const HOT_KEYS: usize = 4;
 const AGENT: &str = "hive";
 
 fn generous(c: &mut loom_server::Config) {
-    c.rate_read_per_min = 1_000_000;
-    c.rate_org_read_per_min = 1_000_000;
-    c.rate_write_per_min = 1_000_000;
-    c.rate_org_write_per_min = 1_000_000;
-    c.rate_heavy_per_min = 1_000_000;
-    c.rate_org_heavy_per_min = 1_000_000;
+    loom_tests::generous(c);
     c.database_max_connections = Some(8);
 }
 
