@@ -8,7 +8,7 @@ use sqlx::AnyConnection;
 use super::model::{Memory, MemoryVersion};
 use super::usage::Served;
 use super::validate::labels_from_json;
-use crate::store::{db_error, rfc3339};
+use crate::store::{Backend, db_error, rfc3339};
 
 /// The columns [`Row`] reads, in order.
 pub const COLUMNS: &str = "org, namespace, agent, memory_key, content, kind, labels, source, content_hash, \
@@ -413,9 +413,14 @@ pub async fn version_at(
 }
 
 /// Inserts one `memory_exposures` row per serving.
-pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> OpResult<()> {
+pub async fn insert_exposures(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    served: &[Served],
+) -> OpResult<()> {
     crate::store::execute_chunked(
         conn,
+        backend,
         served,
         11,
         |values| {
@@ -450,9 +455,14 @@ pub type Recall<'a> = ((&'a str, &'a str, &'a str, &'a str), i64, i64);
 /// them took turns on the runtime's threads with the calls being served: on
 /// 2 cores that alone made the p99 of memory.get five times its p50. The
 /// rows are listed in key order, in which the database meets them.
-pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> OpResult<()> {
+pub async fn add_recalls(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    recalls: &[Recall<'_>],
+) -> OpResult<()> {
     crate::store::execute_chunked(
         conn,
+        backend,
         recalls,
         6,
         |values| {

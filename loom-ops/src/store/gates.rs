@@ -262,6 +262,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         super::execute_chunked(
             tx.conn(),
+            self.backend(),
             events,
             14,
             |values| {
