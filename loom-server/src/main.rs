@@ -2,6 +2,13 @@
 
 use std::process::ExitCode;
 
+/// mimalloc rather than the system allocator: a call allocates and frees
+/// many small buffers across the runtime's and the database's threads, and
+/// glibc's malloc spent ~12% of the server's CPU on them under load
+/// (`bench/RESULTS.md`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     loom_ops::link();
     loom_server::cli::run(std::env::args_os())
