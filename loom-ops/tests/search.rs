@@ -655,3 +655,73 @@ fn arbitrary_queries_answer() {
         })
         .unwrap();
 }
+
+/// The database picks the page by the score and the op reports each hit's
+/// score from its parts: the two must agree, so a smaller page is the top
+/// of a larger one, scores never rise down the page, and each score is its
+/// parts summed as the ranking doc says.
+#[tokio::test]
+async fn the_page_is_the_top_of_the_ranking_and_its_scores_add_up() {
+    const WORDS: [&str; 6] = ["alpha", "beta", "gamma", "delta", "kappa", "sigma"];
+    for h in common::all().await {
+        let n = h.name();
+        let now = loom_ops::store::now_ms();
+        let day = 86_400_000;
+        let rows: Vec<Seed<'_>> = (0..300usize)
+            .map(|i| {
+                // a fixed mix of words, lengths and ages (0-199 days)
+                let content: Vec<&str> = (0..3 + i % 5)
+                    .map(|j| WORDS[(i * 7 + j * (i % 3 + 1)) % WORDS.len()])
+                    .collect();
+                let age = (i as i64 * 37) % 200;
+                (
+                    common::ORG,
+                    common::NS,
+                    format!("row-{i:03}"),
+                    content.join(" "),
+                    0,
+                    None,
+                    now - age * day,
+                )
+            })
+            .collect();
+        insert_rows(&h, &rows).await;
+        // pins on a few, recall counts on a hundred
+        sqlx::query(
+            "UPDATE memories SET pinned = 1 WHERE memory_key IN ('row-007', 'row-150', 'row-299')",
+        )
+        .execute(h.store().writer())
+        .await
+        .unwrap();
+        sqlx::query(
+            "UPDATE memories SET recall_count = CAST(substr(memory_key, 5) AS BIGINT) \
+             WHERE memory_key LIKE 'row-1%'",
+        )
+        .execute(h.store().writer())
+        .await
+        .unwrap();
+        let search = |limit: i64| {
+            h.call(
+                "memory.search",
+                json!({"query": "alpha beta kappa", "limit": limit, "explain": true}),
+            )
+        };
+        let (wide, narrow) = (search(50).await.unwrap(), search(10).await.unwrap());
+        let wide_keys = keys(&wide["hits"]);
+        assert_eq!(wide_keys.len(), 50, "{n}");
+        assert_eq!(keys(&narrow["hits"]), wide_keys[..10], "{n}");
+        let mut last = f64::INFINITY;
+        for hit in wide["hits"].as_array().unwrap() {
+            let score = hit["score"].as_f64().unwrap();
+            let p = &hit["explain"];
+            let part = |k: &str| p[k].as_f64().unwrap();
+            let sum = part("lexical")
+                + 0.25 * part("recency")
+                + 0.30 * part("pinned")
+                + 0.15 * part("recall");
+            assert!((score - sum).abs() < 1e-9, "{n}: {hit}");
+            assert!(score <= last, "{n}: scores rise down the page: {wide}");
+            last = score;
+        }
+    }
+}

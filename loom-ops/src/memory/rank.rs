@@ -3,10 +3,10 @@
 //!
 //! Only memories the query matches lexically are candidates, and the index
 //! hands over a bounded set of them (see [`CANDIDATES`]): the newest rows
-//! holding any term and, when those reach the bound, the newest holding
-//! every term. When a query matches fewer rows than that bound, every match
-//! is a candidate and the order below is exact. Candidates carry only what
-//! ranks them; the rows of the page are loaded once ranked. Each candidate
+//! holding any term and the newest holding every term. When a query
+//! matches fewer rows than that bound, every match is a candidate and the
+//! order below is exact. Candidates are scored in the database, in the same
+//! statement that finds them, and only the page leaves it. Each candidate
 //! gets
 //!
 //! ```text
@@ -19,8 +19,6 @@
 //! ```
 //!
 //! `explain` returns these parts with each hit.
-
-use std::collections::{HashMap, HashSet};
 
 use loom_core::{OpCx, OpResult};
 use schemars::JsonSchema;
@@ -46,6 +44,8 @@ use crate::store::{Backend, db_error, rfc3339};
 /// rank exactly as an exhaustive scan would.
 const CANDIDATES: i64 = 200;
 const DAY_MS: f64 = 86_400_000.0;
+/// ln(0.5), for the recency half-life in SQL (`exp(ln(0.5) × t)` = `0.5 ^ t`).
+const LN_HALF: f64 = -std::f64::consts::LN_2;
 
 /// Words too common to rank by.
 const STOPWORDS: &[&str] = &[
@@ -113,20 +113,6 @@ pub struct MemoryHit {
     pub explain: Option<ScoreParts>,
 }
 
-/// What ranking needs of a lexical match; the page's rows are loaded
-/// whole only once ranked ([`load`]), so the hundreds of candidates a
-/// query weighs never carry their content out of the database.
-#[derive(sqlx::FromRow)]
-struct Candidate {
-    id: i64,
-    agent: String,
-    memory_key: String,
-    pinned: i64,
-    recall_count: i64,
-    updated_ms: i64,
-    lex: f64,
-}
-
 /// Filters on the candidates.
 #[derive(Debug, Default)]
 pub struct SearchFilter<'a> {
@@ -170,7 +156,14 @@ fn match_expr(backend: Backend, terms: &[String], pass: Pass) -> String {
     }
 }
 
-/// The live memories of the namespace (the call's, or `filter.namespace`) that match `terms`, best first, at most `limit`.
+/// The live memories of the namespace (the call's, or `filter.namespace`)
+/// that match `terms`, best first, at most `limit`.
+///
+/// One statement retrieves the candidates (both passes), scores them and
+/// returns only the page, whole: the hundreds of candidates a query weighs
+/// never leave the database. Fetched one by one through the driver (on
+/// SQLite each row is a message from the connection's thread), they had
+/// cost more than the full-text work itself.
 pub async fn search(
     conn: &mut AnyConnection,
     backend: Backend,
@@ -183,140 +176,135 @@ pub async fn search(
     if terms.is_empty() {
         return Ok(Vec::new());
     }
-    let mut found = candidates(conn, backend, cx, terms, filter, Pass::Any, now).await?;
-    // A full any-word pass may have left out older rows holding every word;
-    // a short one already holds every match.
-    if terms.len() > 1 && found.len() as i64 >= CANDIDATES {
-        let mut seen: HashSet<i64> = found.iter().map(|c| c.id).collect();
-        for c in candidates(conn, backend, cx, terms, filter, Pass::All, now).await? {
-            if seen.insert(c.id) {
-                found.push(c);
-            }
-        }
-    }
-    let mut ranked: Vec<(Candidate, ScoreParts, f64)> = found
-        .into_iter()
-        .map(|c| {
-            let parts = parts(c.updated_ms, c.pinned != 0, c.recall_count, c.lex, now);
-            let score = score(&parts);
-            (c, parts, score)
-        })
-        .collect();
-    ranked.sort_by(|a, b| {
-        b.2.total_cmp(&a.2)
-            .then_with(|| a.0.memory_key.cmp(&b.0.memory_key))
-            .then_with(|| a.0.agent.cmp(&b.0.agent))
-    });
-    ranked.truncate(limit);
-    let keys: Vec<(&str, &str)> = ranked
-        .iter()
-        .map(|(c, _, _)| (c.agent.as_str(), c.memory_key.as_str()))
-        .collect();
-    let namespace = filter.namespace.unwrap_or(&cx.scope.namespace);
-    let mut rows = load(conn, &cx.scope.org, namespace, &keys, now).await?;
-    // In rank order; a row deleted or expired since it was ranked is left out.
-    Ok(ranked
-        .into_iter()
-        .filter_map(|(c, parts, _)| {
-            rows.remove(&(c.agent, c.memory_key))
-                .map(|row| (row, parts))
-        })
-        .collect())
-}
-
-/// The live rows of these (agent, key) pairs in the namespace, found by
-/// primary key on both backends.
-async fn load(
-    conn: &mut AnyConnection,
-    org: &str,
-    namespace: &str,
-    keys: &[(&str, &str)],
-    now: i64,
-) -> OpResult<HashMap<(String, String), Row>> {
-    if keys.is_empty() {
-        return Ok(HashMap::new());
-    }
-    // $1-$3 are org, namespace and the time; the pairs follow. At most a
-    // page (50) of them.
-    let sql = format!(
-        "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 \
-         AND deleted = 0 AND (expires_ms IS NULL OR expires_ms > $3) \
-         AND (agent, memory_key) IN (VALUES {})",
-        crate::store::values_list(4, keys.len(), 2)
-    );
-    let mut query = sqlx::query_as::<_, Row>(&sql)
-        .bind(org)
-        .bind(namespace)
-        .bind(now);
-    for (agent, key) in keys {
-        query = query.bind(*agent).bind(*key);
-    }
-    Ok(query
-        .fetch_all(conn)
-        .await
-        .map_err(db_error)?
-        .into_iter()
-        .map(|row| ((row.agent.clone(), row.memory_key.clone()), row))
-        .collect())
-}
-
-/// One retrieval pass: at most [`CANDIDATES`] live rows that `pass` matches,
-/// newest first, each with the database's lexical score for the whole query
-/// (every term ORed), so rows from either pass compare on one scale.
-async fn candidates(
-    conn: &mut AnyConnection,
-    backend: Backend,
-    cx: &OpCx,
-    terms: &[String],
-    filter: &SearchFilter<'_>,
-    pass: Pass,
-    now: i64,
-) -> OpResult<Vec<Candidate>> {
-    let cols = "m.id, m.agent, m.memory_key, m.pinned, m.recall_count, m.updated_ms";
-    // SQLite's bm25 sums over the query's phrases that a row holds, so a row
-    // holding every term scores the same under AND as under OR. PostgreSQL's
-    // ts_rank does not, so it ranks by the OR query ($8) whatever the pass.
-    let (select, order) = match backend {
-        Backend::Sqlite => (
-            format!(
-                "SELECT {cols}, -bm25(memories_fts, 2.0, 1.0, 0.5) AS lex \
-                 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
-                 WHERE memories_fts MATCH $1 AND m.org = $2 AND m.namespace = $3"
-            ),
-            // FTS5 walks its index in rowid order and stops at the limit
-            "memories_fts.rowid DESC",
-        ),
-        Backend::Postgres => (
-            format!(
-                "SELECT {cols}, CAST(10 * ts_rank(m.fts, websearch_to_tsquery('english', $8)) AS DOUBLE PRECISION) AS lex \
-                 FROM memories m WHERE m.fts @@ websearch_to_tsquery('english', $1) AND m.org = $2 AND m.namespace = $3"
-            ),
-            // memories_by_update: read backwards, filtered, for common
-            // words; the GIN index and a small sort for rare ones
-            "m.updated_ms DESC",
-        ),
-    };
-    let sql = format!(
-        "{select} AND m.deleted = 0 AND (m.expires_ms IS NULL OR m.expires_ms > $4) \
-         AND ($5 = '' OR m.agent = $5) AND ($6 = '' OR m.kind = $6) ORDER BY {order} LIMIT $7"
-    );
-    let mut query = sqlx::query_as::<_, Candidate>(&sql)
-        .bind(match_expr(backend, terms, pass))
+    // With one term both passes are the same.
+    let both = terms.len() > 1;
+    let sql = ranked_sql(backend, both);
+    let mut query = sqlx::query_as::<_, Ranked>(&sql)
+        .bind(match_expr(backend, terms, Pass::Any))
         .bind(&cx.scope.org)
         .bind(filter.namespace.unwrap_or(&cx.scope.namespace))
         .bind(now)
         .bind(filter.agent.unwrap_or(""))
         .bind(filter.kind.unwrap_or(""))
-        .bind(CANDIDATES);
+        .bind(CANDIDATES)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX));
+    if both {
+        query = query.bind(match_expr(backend, terms, Pass::All));
+    }
     if backend == Backend::Postgres {
         // Not a cached prepared statement: a generic plan cannot tell a
         // rare word (GIN index) from a common one (scan by recency), so
         // PostgreSQL plans each query with its words.
-        query = query
-            .bind(match_expr(backend, terms, Pass::Any))
-            .persistent(false);
+        query = query.persistent(false);
     }
-    query.fetch_all(conn).await.map_err(db_error)
+    let found = query.fetch_all(conn).await.map_err(db_error)?;
+    // The database ordered by the same score; it is computed once more
+    // here for the parts, and the page is put in that order, so the scores
+    // a caller sees never run against the order they are listed in.
+    let mut ranked: Vec<(Row, ScoreParts)> = found
+        .into_iter()
+        .map(|r| {
+            let parts = parts(
+                r.row.updated_ms,
+                r.row.pinned != 0,
+                r.row.recall_count,
+                r.raw,
+                now,
+            );
+            (r.row, parts)
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        score(&b.1)
+            .total_cmp(&score(&a.1))
+            .then_with(|| a.0.memory_key.cmp(&b.0.memory_key))
+            .then_with(|| a.0.agent.cmp(&b.0.agent))
+    });
+    Ok(ranked)
+}
+
+/// A ranked row: the row, with the database's lexical score.
+#[derive(sqlx::FromRow)]
+struct Ranked {
+    #[sqlx(flatten)]
+    row: Row,
+    raw: f64,
+}
+
+/// The ranking statement. Parameters: $1 the any-term query, $2 org,
+/// $3 namespace, $4 now, $5 agent ('' for any), $6 kind ('' for any),
+/// $7 rows per pass ([`CANDIDATES`]), $8 the page size and, with `both`,
+/// $9 the every-term query.
+///
+/// Each pass is at most [`CANDIDATES`] live rows that it matches, newest
+/// first, each with the lexical score of the whole query (every term
+/// ORed), so rows from either pass compare on one scale. SQLite's bm25
+/// sums over the query's phrases that a row holds, so a row holding every
+/// term scores the same under AND as under OR; PostgreSQL's ts_rank does
+/// not, so it ranks by the OR query ($1) whatever the pass. A row both
+/// passes found counts once. The score is the module doc's, written in
+/// SQL; ties go to the key, then the agent, in byte order.
+fn ranked_sql(backend: Backend, both: bool) -> String {
+    let (join, greatest, least, float, bytes) = match backend {
+        Backend::Sqlite => ("m.id = hits.id", "MAX", "MIN", "REAL", ""),
+        Backend::Postgres => (
+            // by primary key: PostgreSQL does not index id
+            "m.org = $2 AND m.namespace = $3 AND m.agent = hits.agent AND m.memory_key = hits.memory_key",
+            "GREATEST",
+            "LEAST",
+            "DOUBLE PRECISION",
+            " COLLATE \"C\"",
+        ),
+    };
+    let mut passes = pass_sql(backend, "$1");
+    if both {
+        passes.push_str(" UNION ALL ");
+        passes.push_str(&pass_sql(backend, "$9"));
+    }
+    let raw = format!("{greatest}(hits.raw, 0.0)");
+    let days = format!("CAST({greatest}($4 - m.updated_ms, 0) AS {float}) / {DAY_MS:.1}");
+    let score = format!(
+        "{raw} / (1.0 + {raw}) \
+         + 0.25 * exp({LN_HALF} * {days} / 30.0) \
+         + 0.30 * (CASE WHEN m.pinned <> 0 THEN 1.0 ELSE 0.0 END) \
+         + 0.15 * {least}(1.0, ln(1.0 + {greatest}(m.recall_count, 0)) / ln(101.0))"
+    );
+    let columns = COLUMNS
+        .split(',')
+        .map(|c| format!("m.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "WITH hits (id, agent, memory_key, raw) AS (\
+           SELECT id, agent, memory_key, MAX(raw) FROM ({passes}) passes GROUP BY id, agent, memory_key) \
+         SELECT {columns}, hits.raw AS raw FROM hits JOIN memories m ON {join} \
+         ORDER BY {score} DESC, m.memory_key{bytes}, m.agent{bytes} LIMIT $8"
+    )
+}
+
+/// One retrieval pass of [`ranked_sql`]: the rows `expr` (a parameter)
+/// matches, newest first, at most $7, each with its raw lexical score.
+fn pass_sql(backend: Backend, expr: &str) -> String {
+    let cols = "m.id AS id, m.agent AS agent, m.memory_key AS memory_key";
+    let live = "AND m.org = $2 AND m.namespace = $3 AND m.deleted = 0 \
+                AND (m.expires_ms IS NULL OR m.expires_ms > $4) \
+                AND ($5 = '' OR m.agent = $5) AND ($6 = '' OR m.kind = $6)";
+    match backend {
+        // FTS5 walks its index in rowid order and stops at the limit.
+        Backend::Sqlite => format!(
+            "SELECT * FROM (SELECT {cols}, -bm25(memories_fts, 2.0, 1.0, 0.5) AS raw \
+             FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
+             WHERE memories_fts MATCH {expr} {live} ORDER BY memories_fts.rowid DESC LIMIT $7)"
+        ),
+        // memories_by_update: read backwards, filtered, for common words;
+        // the GIN index and a small sort for rare ones.
+        Backend::Postgres => format!(
+            "(SELECT {cols}, \
+             CAST(10 * ts_rank(m.fts, websearch_to_tsquery('english', $1)) AS DOUBLE PRECISION) AS raw \
+             FROM memories m WHERE m.fts @@ websearch_to_tsquery('english', {expr}) {live} \
+             ORDER BY m.updated_ms DESC LIMIT $7)"
+        ),
+    }
 }
 
 fn parts(updated_ms: i64, pinned: bool, recall_count: i64, raw: f64, now: i64) -> ScoreParts {
