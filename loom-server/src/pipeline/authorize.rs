@@ -16,14 +16,29 @@ use loom_core::{Caller, ErrorCode, LoomError, Op, Role, Scope};
 
 use crate::app::App;
 
-/// Fills `scope.role` or refuses the call.
+/// What authorization found for a scope.
+#[derive(Clone, Copy, Debug)]
+pub struct Access {
+    /// The caller's role there.
+    pub role: Role,
+    /// Whether the namespace exists (false when authentication is off:
+    /// nothing was looked up).
+    pub found: bool,
+}
+
+/// Fills `scope.role` or refuses the call. `known` is the scope's
+/// [`access`] when the caller already asked it, so it is not asked twice.
 pub async fn authorize(
     app: &App,
     op: &Op,
     caller: Option<&Caller>,
     scope: &mut Scope,
+    known: Option<Access>,
 ) -> Result<(), LoomError> {
-    let (role, found) = access_and_existence(app, caller, scope).await?;
+    let Access { role, found } = match known {
+        Some(access) => access,
+        None => access(app, caller, scope).await?,
+    };
     if role < op.meta.role {
         return Err(LoomError::new(
             ErrorCode::AuthInsufficient,
@@ -40,25 +55,21 @@ pub async fn authorize(
     Ok(())
 }
 
-/// The caller's role in the scope's namespace (every role reads), or the
-/// access refusal: ORG_MISMATCH for a restricted namespace of another org,
-/// NAMESPACE_NOT_ACCESSIBLE for one it holds no role in.
-pub async fn access(app: &App, caller: Option<&Caller>, scope: &Scope) -> Result<Role, LoomError> {
-    access_and_existence(app, caller, scope)
-        .await
-        .map(|(role, _)| role)
-}
-
-/// [`access`], and whether the namespace exists (false when authentication
-/// is off: nothing was looked up).
-async fn access_and_existence(
+/// The caller's role in the scope's namespace (every role reads) and
+/// whether it exists, or the access refusal: ORG_MISMATCH for a restricted
+/// namespace of another org, NAMESPACE_NOT_ACCESSIBLE for one it holds no
+/// role in.
+pub async fn access(
     app: &App,
     caller: Option<&Caller>,
     scope: &Scope,
-) -> Result<(Role, bool), LoomError> {
+) -> Result<Access, LoomError> {
     let Some(caller) = caller else {
         // Authentication is off: every call acts as admin.
-        return Ok((Role::Admin, false));
+        return Ok(Access {
+            role: Role::Admin,
+            found: false,
+        });
     };
     let ns = app
         .store
@@ -98,5 +109,8 @@ async fn access_and_existence(
         )
         .with_detail("namespace", scope.namespace.clone())
     })?;
-    Ok((role, ns.exists))
+    Ok(Access {
+        role,
+        found: ns.exists,
+    })
 }

@@ -230,7 +230,8 @@ pub async fn call(app: &App, req: CallRequest) -> CallOutcome {
 async fn run(app: &App, cx: &mut OpCx, req: &CallRequest) -> Result<Answer, LoomError> {
     let op = req.op;
     // 2. identity defaults
-    cx.scope = scope(
+    let known;
+    (cx.scope, known) = scope(
         app,
         req.caller.as_ref(),
         &req.args,
@@ -242,10 +243,12 @@ async fn run(app: &App, cx: &mut OpCx, req: &CallRequest) -> Result<Answer, Loom
     // once the caller's access is known, so an unreadable namespace is
     // never told apart from a served one)
     if let Some(refusal) = &req.refuse {
-        authorize::access(app, req.caller.as_ref(), &cx.scope).await?;
+        if known.is_none() {
+            authorize::access(app, req.caller.as_ref(), &cx.scope).await?;
+        }
         return Err(refusal.clone());
     }
-    authorize::authorize(app, op, req.caller.as_ref(), &mut cx.scope).await?;
+    authorize::authorize(app, op, req.caller.as_ref(), &mut cx.scope, known).await?;
     // 4. rate limit
     let key = RateKey {
         org: cx.scope.org.clone(),
@@ -324,15 +327,16 @@ async fn run(app: &App, cx: &mut OpCx, req: &CallRequest) -> Result<Answer, Loom
 
 /// The call's scope after identity defaults ([`identity::resolve`]); under
 /// [`CallPolicy::readable_default`] a call that names no namespace acts in
-/// the first one the token names and the caller may read.
+/// the first one the token names and the caller may read, and the access
+/// found there comes with it (`None`: not asked yet).
 async fn scope(
     app: &App,
     caller: Option<&Caller>,
     args: &Value,
     default_agent: Option<&str>,
     policy: &CallPolicy,
-) -> Result<Scope, LoomError> {
-    let mut scope = identity::resolve(caller, args, default_agent)?;
+) -> Result<(Scope, Option<authorize::Access>), LoomError> {
+    let scope = identity::resolve(caller, args, default_agent)?;
     if policy.readable_default && !identity::names_namespace(args) {
         for named in caller
             .into_iter()
@@ -343,13 +347,12 @@ async fn scope(
                 namespace: named.clone(),
                 ..scope.clone()
             };
-            if authorize::access(app, caller, &candidate).await.is_ok() {
-                scope = candidate;
-                break;
+            if let Ok(access) = authorize::access(app, caller, &candidate).await {
+                return Ok((candidate, Some(access)));
             }
         }
     }
-    Ok(scope)
+    Ok((scope, None))
 }
 
 /// The access refusal a call with these arguments would get on a
@@ -363,8 +366,10 @@ pub async fn check_access(
     default_agent: Option<&str>,
     policy: &CallPolicy,
 ) -> Result<(), LoomError> {
-    let scope = scope(app, caller, args, default_agent, policy).await?;
-    authorize::access(app, caller, &scope).await.map(|_| ())
+    match scope(app, caller, args, default_agent, policy).await? {
+        (_, Some(_)) => Ok(()),
+        (scope, None) => authorize::access(app, caller, &scope).await.map(|_| ()),
+    }
 }
 
 async fn validate_and_run(cx: &OpCx, op: &'static Op, args: &Value) -> Result<Value, LoomError> {
