@@ -23,11 +23,12 @@ use sqlx::{Any, AnyPool, Executor};
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
 
 use super::db_error;
+use super::multirow::AnyQuery;
 
 /// The statements around each call's savepoint (`loom_call`), written out
 /// once: they run on every write.
 const OPEN_SAVEPOINT: &str = "SAVEPOINT loom_call";
-const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT loom_call";
+pub(super) const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT loom_call";
 const UNDO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT loom_call; RELEASE SAVEPOINT loom_call";
 
 /// How one group ended: `None` while it is open, then its commit's outcome.
@@ -177,12 +178,15 @@ impl Member {
             .expect("a member holds the group's connection")
     }
 
-    /// Releases the savepoint into the group and waits for the group's commit.
-    pub(super) async fn commit(mut self) -> OpResult<()> {
+    /// Runs `release`, statements that end by releasing the savepoint
+    /// ([`RELEASE_SAVEPOINT`] alone, or after the call's last writes), and
+    /// waits for the group's commit. If any of them fails the savepoint is
+    /// rolled back whole.
+    pub(super) async fn commit_with(mut self, release: AnyQuery<'_>) -> OpResult<()> {
         let mut guard = self.guard.take().expect("a member holds the lock");
         let released = match guard.conn.as_mut() {
-            Some(conn) => conn
-                .execute(RELEASE_SAVEPOINT)
+            Some(conn) => release
+                .execute(&mut **conn)
                 .await
                 .map(|_| ())
                 .map_err(db_error),

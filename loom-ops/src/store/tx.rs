@@ -7,11 +7,24 @@
 //! ([`super::group`]): the same all-or-nothing, one fsync for every call
 //! that queued behind the writer, and still no answer before the commit.
 
+use std::sync::LazyLock;
+
 use loom_core::{OpCx, OpResult};
 use sqlx::{Any, Transaction};
 
-use super::group::Member;
+use super::group::{Member, RELEASE_SAVEPOINT};
+use super::multirow::AnyQuery;
 use super::{Store, db_error, now_ms};
+
+const INSERT_AUDIT: &str = "INSERT INTO audit_log \
+     (org, namespace, subject, agent, op, args_digest, outcome, request_id, at_ms) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+/// The audit row and the release of the call's savepoint as one
+/// statement list: on SQLite each statement is a round trip to the
+/// writer connection's thread, taken while every other write waits.
+static INSERT_AUDIT_AND_RELEASE: LazyLock<String> =
+    LazyLock::new(|| format!("{INSERT_AUDIT}; {RELEASE_SAVEPOINT}"));
 
 /// A write transaction on the store's writer.
 pub struct WriteTx {
@@ -45,10 +58,19 @@ impl WriteTx {
 
     /// Commits; for an audited op, writes its audit row (outcome `ok`) first.
     pub async fn commit(mut self, cx: &OpCx) -> OpResult<()> {
-        if cx.audit && !cx.audited() {
-            insert_audit(self.conn(), cx, "ok").await?;
+        match self.inner {
+            Inner::Grouped(member) if cx.audit && !cx.audited() => {
+                member
+                    .commit_with(audit_row(&INSERT_AUDIT_AND_RELEASE, cx, "ok"))
+                    .await?;
+            }
+            _ => {
+                if cx.audit && !cx.audited() {
+                    insert_audit(self.conn(), cx, "ok").await?;
+                }
+                self.commit_unaudited().await?;
+            }
         }
-        self.commit_unaudited().await?;
         if cx.audit {
             cx.mark_audited();
         }
@@ -60,7 +82,7 @@ impl WriteTx {
     pub async fn commit_unaudited(self) -> OpResult<()> {
         match self.inner {
             Inner::Own(tx) => tx.commit().await.map_err(db_error),
-            Inner::Grouped(member) => member.commit().await,
+            Inner::Grouped(member) => member.commit_with(sqlx::query(RELEASE_SAVEPOINT)).await,
         }
     }
 
@@ -79,23 +101,25 @@ pub(crate) async fn insert_audit(
     cx: &OpCx,
     outcome: &str,
 ) -> OpResult<()> {
-    sqlx::query(
-        "INSERT INTO audit_log (org, namespace, subject, agent, op, args_digest, outcome, request_id, at_ms) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-    )
-    .bind(&cx.scope.org)
-    .bind(&cx.scope.namespace)
-    .bind(&cx.caller.subject)
-    .bind(&cx.scope.agent)
-    .bind(cx.op)
-    .bind(&cx.args_digest)
-    .bind(outcome)
-    .bind(&cx.request_id)
-    .bind(now_ms())
-    .execute(conn)
-    .await
-    .map_err(db_error)?;
+    audit_row(INSERT_AUDIT, cx, outcome)
+        .execute(conn)
+        .await
+        .map_err(db_error)?;
     Ok(())
+}
+
+/// `sql` (which starts with [`INSERT_AUDIT`]) with the call's audit row bound.
+fn audit_row<'q>(sql: &'q str, cx: &'q OpCx, outcome: &'q str) -> AnyQuery<'q> {
+    sqlx::query(sql)
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(&cx.caller.subject)
+        .bind(&cx.scope.agent)
+        .bind(cx.op)
+        .bind(&cx.args_digest)
+        .bind(outcome)
+        .bind(&cx.request_id)
+        .bind(now_ms())
 }
 
 impl Store {
