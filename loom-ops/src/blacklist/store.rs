@@ -21,7 +21,13 @@ pub async fn patterns(conn: &mut AnyConnection, cx: &OpCx) -> OpResult<Vec<Strin
 
 /// Refuses content a pattern of the namespace matches (`BLACKLISTED`).
 pub async fn check(conn: &mut AnyConnection, cx: &OpCx, content: &str) -> OpResult<()> {
-    for pattern in patterns(conn, cx).await? {
+    refuse_matching(patterns(conn, cx).await?, content)
+}
+
+/// Refuses content one of `patterns` (the namespace's, in order) matches
+/// (`BLACKLISTED`, naming the first).
+pub fn refuse_matching(patterns: Vec<String>, content: &str) -> OpResult<()> {
+    for pattern in patterns {
         if matches(&pattern, content) {
             return Err(LoomError::new(
                 ErrorCode::Blacklisted,

@@ -153,18 +153,37 @@ pub async fn resolve_with_run(
     .map_err(db_error)
 }
 
-/// Whether any agent's row of `key` in the namespace is locked.
-pub async fn key_locked(conn: &mut AnyConnection, cx: &OpCx, key: &str) -> OpResult<bool> {
-    let (n,): (i64,) = sqlx::query_as(
-        "SELECT COUNT(*) FROM memories WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND locked = 1",
+/// What a `memory.set` of `key` must respect, in one statement (on SQLite
+/// every statement of a write is a round trip the other writes wait on):
+/// whether any agent's row of the key is locked, and the namespace's
+/// blacklist patterns in order.
+pub async fn set_guards(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    key: &str,
+) -> OpResult<(bool, Vec<String>)> {
+    let rows: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT CAST(0 AS BIGINT) AS part, CAST(COUNT(*) AS TEXT) AS value FROM memories \
+         WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND locked = 1 \
+         UNION ALL \
+         SELECT CAST(1 AS BIGINT), pattern FROM blacklist WHERE org = $1 AND namespace = $2 \
+         ORDER BY part, value",
     )
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
     .bind(key)
-    .fetch_one(conn)
+    .fetch_all(conn)
     .await
     .map_err(db_error)?;
-    Ok(n > 0)
+    let mut locked = false;
+    let mut patterns = Vec::new();
+    for (part, value) in rows {
+        match part {
+            0 => locked = value != "0",
+            _ => patterns.push(value),
+        }
+    }
+    Ok((locked, patterns))
 }
 
 /// Inserts a new row at version 1; false when a row for the key appeared meanwhile.

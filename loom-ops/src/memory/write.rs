@@ -67,8 +67,9 @@ pub async fn set(store: &Store, cx: &OpCx, input: MemorySet) -> OpResult<MemoryW
 
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
-    blacklist::check(tx.conn(), cx, &input.content).await?;
-    if sql::key_locked(tx.conn(), cx, key).await? {
+    let (key_locked, patterns) = sql::set_guards(tx.conn(), cx, key).await?;
+    blacklist::refuse_matching(patterns, &input.content)?;
+    if key_locked {
         return Err(locked(key));
     }
     let now = now_ms();
