@@ -186,38 +186,42 @@ pub async fn set_guards(
     Ok((locked, patterns))
 }
 
-/// Inserts a new row at version 1; false when a row for the key appeared meanwhile.
+/// Inserts a new row at version 1, with its snapshot; false when a row for
+/// the key appeared meanwhile.
 pub async fn insert(conn: &mut AnyConnection, cx: &OpCx, row: &Row) -> OpResult<bool> {
-    let done = sqlx::query(
-        "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, source, content_hash, \
-         version, pinned, locked, deleted, expires_ms, recall_count, created_ms, updated_ms) \
+    const INSERT: &str = "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, \
+         source, content_hash, version, pinned, locked, deleted, expires_ms, recall_count, created_ms, updated_ms) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 0, $15, $16) \
-         ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING",
+         ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING";
+    // the row at its new version, by the parameters that name it
+    let written =
+        "org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $10";
+    let sql = with_snapshot(conn, INSERT, written, 17);
+    let done = snapshot_args(
+        sqlx::query(&sql)
+            .bind(&row.org)
+            .bind(&row.namespace)
+            .bind(&row.agent)
+            .bind(&row.memory_key)
+            .bind(&row.content)
+            .bind(&row.kind)
+            .bind(&row.labels)
+            .bind(&row.source)
+            .bind(&row.content_hash)
+            .bind(row.version)
+            .bind(row.pinned)
+            .bind(row.locked)
+            .bind(row.deleted)
+            .bind(row.expires_ms)
+            .bind(row.created_ms)
+            .bind(row.updated_ms),
+        cx,
+        "create",
     )
-    .bind(&row.org)
-    .bind(&row.namespace)
-    .bind(&row.agent)
-    .bind(&row.memory_key)
-    .bind(&row.content)
-    .bind(&row.kind)
-    .bind(&row.labels)
-    .bind(&row.source)
-    .bind(&row.content_hash)
-    .bind(row.version)
-    .bind(row.pinned)
-    .bind(row.locked)
-    .bind(row.deleted)
-    .bind(row.expires_ms)
-    .bind(row.created_ms)
-    .bind(row.updated_ms)
     .execute(&mut *conn)
     .await
     .map_err(db_error)?;
-    if done.rows_affected() != 1 {
-        return Ok(false);
-    }
-    snapshot(conn, cx, row, "create").await?;
-    Ok(true)
+    Ok(done.rows_affected() > 0)
 }
 
 /// Writes `new` over the row if it is still at `read_version`, with
@@ -230,37 +234,38 @@ pub async fn save(
     new: &Row,
     change: &str,
 ) -> OpResult<bool> {
-    let done = sqlx::query(
-        "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, content_hash = $5, \
-         version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, updated_ms = $11 \
-         WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16",
+    const UPDATE: &str = "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, \
+         content_hash = $5, version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, \
+         updated_ms = $11 \
+         WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16";
+    let written =
+        "org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $6";
+    let sql = with_snapshot(conn, UPDATE, written, 17);
+    let done = snapshot_args(
+        sqlx::query(&sql)
+            .bind(&new.content)
+            .bind(&new.kind)
+            .bind(&new.labels)
+            .bind(&new.source)
+            .bind(&new.content_hash)
+            .bind(read_version + 1)
+            .bind(new.pinned)
+            .bind(new.locked)
+            .bind(new.deleted)
+            .bind(new.expires_ms)
+            .bind(new.updated_ms)
+            .bind(&new.org)
+            .bind(&new.namespace)
+            .bind(&new.agent)
+            .bind(&new.memory_key)
+            .bind(read_version),
+        cx,
+        change,
     )
-    .bind(&new.content)
-    .bind(&new.kind)
-    .bind(&new.labels)
-    .bind(&new.source)
-    .bind(&new.content_hash)
-    .bind(read_version + 1)
-    .bind(new.pinned)
-    .bind(new.locked)
-    .bind(new.deleted)
-    .bind(new.expires_ms)
-    .bind(new.updated_ms)
-    .bind(&new.org)
-    .bind(&new.namespace)
-    .bind(&new.agent)
-    .bind(&new.memory_key)
-    .bind(read_version)
     .execute(&mut *conn)
     .await
     .map_err(db_error)?;
-    if done.rows_affected() != 1 {
-        return Ok(false);
-    }
-    let mut snap = new.clone();
-    snap.version = read_version + 1;
-    snapshot(conn, cx, &snap, change).await?;
-    Ok(true)
+    Ok(done.rows_affected() > 0)
 }
 
 /// The `VERSION_CONFLICT` refusal, naming the version now current.
@@ -290,36 +295,53 @@ pub fn version_conflict(key: &str, expected: i64, current: i64) -> LoomError {
     .with_detail("current_version", current)
 }
 
-async fn snapshot(conn: &mut AnyConnection, cx: &OpCx, row: &Row, change: &str) -> OpResult<()> {
-    sqlx::query(
-        "INSERT INTO memory_versions (org, namespace, agent, memory_key, version, change, content, kind, labels, \
-         source, content_hash, pinned, locked, deleted, expires_ms, run_id, subject, changed_by, request_id, at_ms) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
-    )
-    .bind(&row.org)
-    .bind(&row.namespace)
-    .bind(&row.agent)
-    .bind(&row.memory_key)
-    .bind(row.version)
-    .bind(change)
-    .bind(&row.content)
-    .bind(&row.kind)
-    .bind(&row.labels)
-    .bind(&row.source)
-    .bind(&row.content_hash)
-    .bind(row.pinned)
-    .bind(row.locked)
-    .bind(row.deleted)
-    .bind(row.expires_ms)
-    .bind(cx.run_id.as_deref())
-    .bind(&cx.caller.subject)
-    .bind(&cx.scope.agent)
-    .bind(&cx.request_id)
-    .bind(row.updated_ms)
-    .execute(conn)
-    .await
-    .map_err(db_error)?;
-    Ok(())
+/// `write` (an INSERT or UPDATE of one `memories` row, whose parameters
+/// end at `$next - 1`; `written` names that row by them) followed by the
+/// `memory_versions` snapshot of the row it wrote, as one round trip: on SQLite each statement is a trip to the
+/// writer connection's thread that every other write waits behind. The
+/// snapshot is taken from the written row itself, only when `write`
+/// changed one, so rows affected is 0 when it did not. PostgreSQL: one
+/// statement (the write in a CTE, `RETURNING` the row). SQLite: two, the
+/// snapshot guarded by `changes()` (the rows the write itself changed, the
+/// full-text triggers not counted). Parameters `$next` on: the change, the
+/// run, the subject, the agent acting and the request ([`snapshot_args`]).
+fn with_snapshot(conn: &AnyConnection, write: &str, written: &str, next: usize) -> String {
+    let (change, run, subject, by, request) = (next, next + 1, next + 2, next + 3, next + 4);
+    let snapshot = |from: &str, guard: &str| {
+        format!(
+            "INSERT INTO memory_versions (org, namespace, agent, memory_key, version, change, content, \
+             kind, labels, source, content_hash, pinned, locked, deleted, expires_ms, run_id, subject, \
+             changed_by, request_id, at_ms) \
+             SELECT org, namespace, agent, memory_key, version, ${change}, content, kind, labels, source, \
+             content_hash, pinned, locked, deleted, expires_ms, ${run}, ${subject}, ${by}, ${request}, \
+             updated_ms FROM {from}{guard}"
+        )
+    };
+    if conn.backend_name() == "PostgreSQL" {
+        format!(
+            "WITH written AS ({write} RETURNING *) {}",
+            snapshot("written", "")
+        )
+    } else {
+        format!(
+            "{write}; {}",
+            snapshot("memories", &format!(" WHERE {written} AND changes() = 1"))
+        )
+    }
+}
+
+/// Binds [`with_snapshot`]'s trailing parameters.
+fn snapshot_args<'q>(
+    query: crate::store::AnyQuery<'q>,
+    cx: &'q OpCx,
+    change: &'q str,
+) -> crate::store::AnyQuery<'q> {
+    query
+        .bind(change)
+        .bind(cx.run_id.as_deref())
+        .bind(&cx.caller.subject)
+        .bind(&cx.scope.agent)
+        .bind(&cx.request_id)
 }
 
 /// A `memory_versions` row.

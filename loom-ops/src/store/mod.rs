@@ -29,7 +29,7 @@ mod tx;
 pub use batch::{BatchSink, BatchWriter};
 pub use error::db_error;
 pub use gates::{GrantRow, IdemBegin, NamespaceAccess, SIGNING_KEY_SETTING};
-pub(crate) use multirow::execute_chunked;
+pub(crate) use multirow::{AnyQuery, execute_chunked};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
 pub use open::{StoreOptions, default_connections, default_database_url};
