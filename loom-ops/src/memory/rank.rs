@@ -20,6 +20,8 @@
 //!
 //! `explain` returns these parts with each hit.
 
+use std::sync::LazyLock;
+
 use loom_core::{OpCx, OpResult};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -178,8 +180,7 @@ pub async fn search(
     }
     // With one term both passes are the same.
     let both = terms.len() > 1;
-    let sql = ranked_sql(backend, both);
-    let mut query = sqlx::query_as::<_, Ranked>(&sql)
+    let mut query = sqlx::query_as::<_, Ranked>(ranked_sql(backend, both))
         .bind(match_expr(backend, terms, Pass::Any))
         .bind(&cx.scope.org)
         .bind(filter.namespace.unwrap_or(&cx.scope.namespace))
@@ -243,13 +244,28 @@ struct Ranked {
 /// term scores the same under AND as under OR; PostgreSQL's ts_rank does
 /// not, so it ranks by the OR query ($1) whatever the pass. A row both
 /// passes found counts once. The score is the module doc's, written in
-/// SQL; ties go to the key, then the agent, in byte order.
-fn ranked_sql(backend: Backend, both: bool) -> String {
+/// SQL; ties go to the key, then the agent, in byte order. Written once
+/// per shape.
+fn ranked_sql(backend: Backend, both: bool) -> &'static str {
+    static SHAPES: [LazyLock<String>; 4] = [
+        LazyLock::new(|| build_ranked_sql(Backend::Sqlite, false)),
+        LazyLock::new(|| build_ranked_sql(Backend::Sqlite, true)),
+        LazyLock::new(|| build_ranked_sql(Backend::Postgres, false)),
+        LazyLock::new(|| build_ranked_sql(Backend::Postgres, true)),
+    ];
+    let shape = match backend {
+        Backend::Sqlite => 0,
+        Backend::Postgres => 2,
+    } + usize::from(both);
+    &SHAPES[shape]
+}
+
+fn build_ranked_sql(backend: Backend, both: bool) -> String {
     let (join, greatest, least, float, bytes) = match backend {
-        Backend::Sqlite => ("m.id = hits.id", "MAX", "MIN", "REAL", ""),
+        Backend::Sqlite => ("m.id = page.id", "MAX", "MIN", "REAL", ""),
         Backend::Postgres => (
             // by primary key: PostgreSQL does not index id
-            "m.org = $2 AND m.namespace = $3 AND m.agent = hits.agent AND m.memory_key = hits.memory_key",
+            "m.org = $2 AND m.namespace = $3 AND m.agent = page.agent AND m.memory_key = page.memory_key",
             "GREATEST",
             "LEAST",
             "DOUBLE PRECISION",
@@ -261,31 +277,40 @@ fn ranked_sql(backend: Backend, both: bool) -> String {
         passes.push_str(" UNION ALL ");
         passes.push_str(&pass_sql(backend, "$9"));
     }
-    let raw = format!("{greatest}(hits.raw, 0.0)");
-    let days = format!("CAST({greatest}($4 - m.updated_ms, 0) AS {float}) / {DAY_MS:.1}");
+    let raw = format!("{greatest}(raw, 0.0)");
+    let days = format!("CAST({greatest}($4 - updated_ms, 0) AS {float}) / {DAY_MS:.1}");
     let score = format!(
         "{raw} / (1.0 + {raw}) \
          + 0.25 * exp({LN_HALF} * {days} / 30.0) \
-         + 0.30 * (CASE WHEN m.pinned <> 0 THEN 1.0 ELSE 0.0 END) \
-         + 0.15 * {least}(1.0, ln(1.0 + {greatest}(m.recall_count, 0)) / ln(101.0))"
+         + 0.30 * (CASE WHEN pinned <> 0 THEN 1.0 ELSE 0.0 END) \
+         + 0.15 * {least}(1.0, ln(1.0 + {greatest}(recall_count, 0)) / ln(101.0))"
     );
     let columns = COLUMNS
         .split(',')
         .map(|c| format!("m.{}", c.trim()))
         .collect::<Vec<_>>()
         .join(", ");
+    let ties = |of: &str| format!("{of}memory_key{bytes}, {of}agent{bytes}");
+    // hits: each candidate once, with what scores it; page: the best $8;
+    // only the page's rows are read whole
     format!(
-        "WITH hits (id, agent, memory_key, raw) AS (\
-           SELECT id, agent, memory_key, MAX(raw) FROM ({passes}) passes GROUP BY id, agent, memory_key) \
-         SELECT {columns}, hits.raw AS raw FROM hits JOIN memories m ON {join} \
-         ORDER BY {score} DESC, m.memory_key{bytes}, m.agent{bytes} LIMIT $8"
+        "WITH hits AS (\
+           SELECT id, agent, memory_key, pinned, recall_count, updated_ms, MAX(raw) AS raw \
+           FROM ({passes}) passes GROUP BY id, agent, memory_key, pinned, recall_count, updated_ms), \
+         page AS (SELECT id, agent, memory_key, raw, {score} AS score FROM hits \
+           ORDER BY score DESC, {} LIMIT $8) \
+         SELECT {columns}, page.raw AS raw FROM page JOIN memories m ON {join} \
+         ORDER BY page.score DESC, {}",
+        ties(""),
+        ties("page.")
     )
 }
 
 /// One retrieval pass of [`ranked_sql`]: the rows `expr` (a parameter)
 /// matches, newest first, at most $7, each with its raw lexical score.
 fn pass_sql(backend: Backend, expr: &str) -> String {
-    let cols = "m.id AS id, m.agent AS agent, m.memory_key AS memory_key";
+    let cols = "m.id AS id, m.agent AS agent, m.memory_key AS memory_key, m.pinned AS pinned, \
+                m.recall_count AS recall_count, m.updated_ms AS updated_ms";
     let live = "AND m.org = $2 AND m.namespace = $3 AND m.deleted = 0 \
                 AND (m.expires_ms IS NULL OR m.expires_ms > $4) \
                 AND ($5 = '' OR m.agent = $5) AND ($6 = '' OR m.kind = $6)";
