@@ -2,6 +2,8 @@
 //! UPDATE on the version the caller read (so two writers racing on one
 //! version cannot both win) plus a snapshot row in `memory_versions`.
 
+use std::sync::LazyLock;
+
 use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 use sqlx::AnyConnection;
 
@@ -194,11 +196,14 @@ pub async fn insert(conn: &mut AnyConnection, cx: &OpCx, row: &Row) -> OpResult<
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 0, $15, $16) \
          ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING";
     // the row at its new version, by the parameters that name it
-    let written =
+    const WRITTEN: &str =
         "org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $10";
-    let sql = with_snapshot(conn, INSERT, written, 17);
+    static SQL: [LazyLock<String>; 2] = [
+        LazyLock::new(|| with_snapshot(Backend::Sqlite, INSERT, WRITTEN, 17)),
+        LazyLock::new(|| with_snapshot(Backend::Postgres, INSERT, WRITTEN, 17)),
+    ];
     let done = snapshot_args(
-        sqlx::query(&sql)
+        sqlx::query(for_backend(&SQL, conn))
             .bind(&row.org)
             .bind(&row.namespace)
             .bind(&row.agent)
@@ -238,11 +243,14 @@ pub async fn save(
          content_hash = $5, version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, \
          updated_ms = $11 \
          WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16";
-    let written =
+    const WRITTEN: &str =
         "org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $6";
-    let sql = with_snapshot(conn, UPDATE, written, 17);
+    static SQL: [LazyLock<String>; 2] = [
+        LazyLock::new(|| with_snapshot(Backend::Sqlite, UPDATE, WRITTEN, 17)),
+        LazyLock::new(|| with_snapshot(Backend::Postgres, UPDATE, WRITTEN, 17)),
+    ];
     let done = snapshot_args(
-        sqlx::query(&sql)
+        sqlx::query(for_backend(&SQL, conn))
             .bind(&new.content)
             .bind(&new.kind)
             .bind(&new.labels)
@@ -297,15 +305,16 @@ pub fn version_conflict(key: &str, expected: i64, current: i64) -> LoomError {
 
 /// `write` (an INSERT or UPDATE of one `memories` row, whose parameters
 /// end at `$next - 1`; `written` names that row by them) followed by the
-/// `memory_versions` snapshot of the row it wrote, as one round trip: on SQLite each statement is a trip to the
-/// writer connection's thread that every other write waits behind. The
-/// snapshot is taken from the written row itself, only when `write`
-/// changed one, so rows affected is 0 when it did not. PostgreSQL: one
-/// statement (the write in a CTE, `RETURNING` the row). SQLite: two, the
-/// snapshot guarded by `changes()` (the rows the write itself changed, the
-/// full-text triggers not counted). Parameters `$next` on: the change, the
-/// run, the subject, the agent acting and the request ([`snapshot_args`]).
-fn with_snapshot(conn: &AnyConnection, write: &str, written: &str, next: usize) -> String {
+/// `memory_versions` snapshot of the row it wrote, as one round trip: on
+/// SQLite each statement is a trip to the writer connection's thread that
+/// every other write waits behind. The snapshot is taken from the written
+/// row itself, only when `write` changed one, so rows affected is 0 when it
+/// did not. PostgreSQL: one statement (the write in a CTE, `RETURNING` the
+/// row). SQLite: two, the snapshot guarded by `changes()` (the rows the
+/// write itself changed, the full-text triggers not counted). Parameters
+/// `$next` on: the change, the run, the subject, the agent acting and the
+/// request ([`snapshot_args`]).
+fn with_snapshot(backend: Backend, write: &str, written: &str, next: usize) -> String {
     let (change, run, subject, by, request) = (next, next + 1, next + 2, next + 3, next + 4);
     let snapshot = |from: &str, guard: &str| {
         format!(
@@ -317,7 +326,7 @@ fn with_snapshot(conn: &AnyConnection, write: &str, written: &str, next: usize) 
              updated_ms FROM {from}{guard}"
         )
     };
-    if conn.backend_name() == "PostgreSQL" {
+    if backend == Backend::Postgres {
         format!(
             "WITH written AS ({write} RETURNING *) {}",
             snapshot("written", "")
@@ -328,6 +337,12 @@ fn with_snapshot(conn: &AnyConnection, write: &str, written: &str, next: usize) 
             snapshot("memories", &format!(" WHERE {written} AND changes() = 1"))
         )
     }
+}
+
+/// The statement of `conn`'s backend among `shapes` (SQLite's, then
+/// PostgreSQL's), each written once.
+fn for_backend(shapes: &'static [LazyLock<String>; 2], conn: &AnyConnection) -> &'static str {
+    &shapes[usize::from(conn.backend_name() == "PostgreSQL")]
 }
 
 /// Binds [`with_snapshot`]'s trailing parameters.
