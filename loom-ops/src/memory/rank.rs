@@ -20,15 +20,13 @@
 //!
 //! `explain` returns these parts with each hit.
 
-use std::sync::LazyLock;
-
 use loom_core::{OpCx, OpResult};
 use schemars::JsonSchema;
 use serde::Serialize;
 use sqlx::AnyConnection;
 
 use super::store::{COLUMNS, Row};
-use crate::store::{Backend, db_error, rfc3339};
+use crate::store::{Backend, PerBackend, db_error, rfc3339};
 
 /// Rows each retrieval pass takes from the full-text index, newest first,
 /// before they are ranked in Rust.
@@ -247,17 +245,15 @@ struct Ranked {
 /// SQL; ties go to the key, then the agent, in byte order. Written once
 /// per shape.
 fn ranked_sql(backend: Backend, both: bool) -> &'static str {
-    static SHAPES: [LazyLock<String>; 4] = [
-        LazyLock::new(|| build_ranked_sql(Backend::Sqlite, false)),
-        LazyLock::new(|| build_ranked_sql(Backend::Sqlite, true)),
-        LazyLock::new(|| build_ranked_sql(Backend::Postgres, false)),
-        LazyLock::new(|| build_ranked_sql(Backend::Postgres, true)),
-    ];
-    let shape = match backend {
-        Backend::Sqlite => 0,
-        Backend::Postgres => 2,
-    } + usize::from(both);
-    &SHAPES[shape]
+    static ONE_PASS: PerBackend = PerBackend::new(
+        || build_ranked_sql(Backend::Sqlite, false),
+        || build_ranked_sql(Backend::Postgres, false),
+    );
+    static TWO_PASSES: PerBackend = PerBackend::new(
+        || build_ranked_sql(Backend::Sqlite, true),
+        || build_ranked_sql(Backend::Postgres, true),
+    );
+    if both { &TWO_PASSES } else { &ONE_PASS }.get(backend)
 }
 
 fn build_ranked_sql(backend: Backend, both: bool) -> String {

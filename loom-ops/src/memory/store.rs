@@ -2,15 +2,13 @@
 //! UPDATE on the version the caller read (so two writers racing on one
 //! version cannot both win) plus a snapshot row in `memory_versions`.
 
-use std::sync::LazyLock;
-
 use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 use sqlx::AnyConnection;
 
 use super::model::{Memory, MemoryVersion};
 use super::usage::Served;
 use super::validate::labels_from_json;
-use crate::store::{Backend, db_error, rfc3339};
+use crate::store::{AnyQuery, Backend, PerBackend, db_error, rfc3339};
 
 /// The columns [`Row`] reads, in order.
 pub const COLUMNS: &str = "org, namespace, agent, memory_key, content, kind, labels, source, content_hash, \
@@ -198,12 +196,12 @@ pub async fn insert(conn: &mut AnyConnection, cx: &OpCx, row: &Row) -> OpResult<
     // the row at its new version, by the parameters that name it
     const WRITTEN: &str =
         "org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $10";
-    static SQL: [LazyLock<String>; 2] = [
-        LazyLock::new(|| with_snapshot(Backend::Sqlite, INSERT, WRITTEN, 17)),
-        LazyLock::new(|| with_snapshot(Backend::Postgres, INSERT, WRITTEN, 17)),
-    ];
+    static SQL: PerBackend = PerBackend::new(
+        || with_snapshot(Backend::Sqlite, INSERT, WRITTEN, 17),
+        || with_snapshot(Backend::Postgres, INSERT, WRITTEN, 17),
+    );
     let done = snapshot_args(
-        sqlx::query(for_backend(&SQL, conn))
+        sqlx::query(SQL.get(Backend::of(conn)))
             .bind(&row.org)
             .bind(&row.namespace)
             .bind(&row.agent)
@@ -245,12 +243,12 @@ pub async fn save(
          WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16";
     const WRITTEN: &str =
         "org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $6";
-    static SQL: [LazyLock<String>; 2] = [
-        LazyLock::new(|| with_snapshot(Backend::Sqlite, UPDATE, WRITTEN, 17)),
-        LazyLock::new(|| with_snapshot(Backend::Postgres, UPDATE, WRITTEN, 17)),
-    ];
+    static SQL: PerBackend = PerBackend::new(
+        || with_snapshot(Backend::Sqlite, UPDATE, WRITTEN, 17),
+        || with_snapshot(Backend::Postgres, UPDATE, WRITTEN, 17),
+    );
     let done = snapshot_args(
-        sqlx::query(for_backend(&SQL, conn))
+        sqlx::query(SQL.get(Backend::of(conn)))
             .bind(&new.content)
             .bind(&new.kind)
             .bind(&new.labels)
@@ -339,18 +337,8 @@ fn with_snapshot(backend: Backend, write: &str, written: &str, next: usize) -> S
     }
 }
 
-/// The statement of `conn`'s backend among `shapes` (SQLite's, then
-/// PostgreSQL's), each written once.
-fn for_backend(shapes: &'static [LazyLock<String>; 2], conn: &AnyConnection) -> &'static str {
-    &shapes[usize::from(conn.backend_name() == "PostgreSQL")]
-}
-
 /// Binds [`with_snapshot`]'s trailing parameters.
-fn snapshot_args<'q>(
-    query: crate::store::AnyQuery<'q>,
-    cx: &'q OpCx,
-    change: &'q str,
-) -> crate::store::AnyQuery<'q> {
+fn snapshot_args<'q>(query: AnyQuery<'q>, cx: &'q OpCx, change: &'q str) -> AnyQuery<'q> {
     query
         .bind(change)
         .bind(cx.run_id.as_deref())
@@ -469,14 +457,9 @@ pub async fn version_at(
 }
 
 /// Inserts one `memory_exposures` row per serving.
-pub async fn insert_exposures(
-    conn: &mut AnyConnection,
-    backend: Backend,
-    served: &[Served],
-) -> OpResult<()> {
+pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> OpResult<()> {
     crate::store::execute_chunked(
         conn,
-        backend,
         served,
         11,
         |values| {
@@ -511,14 +494,9 @@ pub type Recall<'a> = ((&'a str, &'a str, &'a str, &'a str), i64, i64);
 /// them took turns on the runtime's threads with the calls being served: on
 /// 2 cores that alone made the p99 of memory.get five times its p50. The
 /// rows are listed in key order, in which the database meets them.
-pub async fn add_recalls(
-    conn: &mut AnyConnection,
-    backend: Backend,
-    recalls: &[Recall<'_>],
-) -> OpResult<()> {
+pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> OpResult<()> {
     crate::store::execute_chunked(
         conn,
-        backend,
         recalls,
         6,
         |values| {

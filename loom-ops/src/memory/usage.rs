@@ -108,11 +108,11 @@ async fn write(store: &Store, rows: &[Served]) -> OpResult<()> {
         entry.1 = entry.1.max(s.at_ms);
     }
     let mut tx = store.begin_write().await?;
-    sql::insert_exposures(tx.conn(), store.backend(), rows).await?;
+    sql::insert_exposures(tx.conn(), rows).await?;
     let recalls: Vec<sql::Recall<'_>> = recalls
         .into_iter()
         .map(|(row, (count, last))| (row, count, last))
         .collect();
-    sql::add_recalls(tx.conn(), store.backend(), &recalls).await?;
+    sql::add_recalls(tx.conn(), &recalls).await?;
     tx.commit_unaudited().await
 }

@@ -262,7 +262,6 @@ impl Store {
         let mut tx = self.begin_write().await?;
         super::execute_chunked(
             tx.conn(),
-            self.backend(),
             events,
             14,
             |values| {

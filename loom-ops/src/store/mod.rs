@@ -38,7 +38,9 @@ pub use read::ReadConn;
 pub use session_runs::SessionRunKey;
 pub use tx::WriteTx;
 
-use sqlx::AnyPool;
+use std::sync::LazyLock;
+
+use sqlx::{AnyConnection, AnyPool};
 
 /// Which database the store runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,11 +52,46 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The backend `conn` talks to.
+    pub fn of(conn: &AnyConnection) -> Backend {
+        if conn.backend_name() == "PostgreSQL" {
+            Backend::Postgres
+        } else {
+            Backend::Sqlite
+        }
+    }
+
     /// The lowercase name.
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::Sqlite => "sqlite",
             Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// A statement whose text differs by backend, written once per backend on
+/// first use (statements are cached by their text, and hot ones should not
+/// be formatted per call).
+pub(crate) struct PerBackend {
+    sqlite: LazyLock<String, fn() -> String>,
+    postgres: LazyLock<String, fn() -> String>,
+}
+
+impl PerBackend {
+    /// The statement built by `sqlite` or `postgres`.
+    pub(crate) const fn new(sqlite: fn() -> String, postgres: fn() -> String) -> Self {
+        PerBackend {
+            sqlite: LazyLock::new(sqlite),
+            postgres: LazyLock::new(postgres),
+        }
+    }
+
+    /// The text for `backend`.
+    pub(crate) fn get(&self, backend: Backend) -> &str {
+        match backend {
+            Backend::Sqlite => &self.sqlite,
+            Backend::Postgres => &self.postgres,
         }
     }
 }

@@ -67,12 +67,12 @@ fn pow2_chunks<T>(mut rows: &[T], max: usize) -> impl Iterator<Item = &[T]> {
 /// parameters), which `bind` binds row by row.
 pub(crate) async fn execute_chunked<T>(
     conn: &mut AnyConnection,
-    backend: Backend,
     rows: &[T],
     cols: usize,
     statement: impl Fn(&str) -> String,
     bind: impl for<'q> Fn(AnyQuery<'q>, &'q T) -> AnyQuery<'q>,
 ) -> OpResult<()> {
+    let backend = Backend::of(conn);
     for chunk in pow2_chunks(rows, ROWS_PER_STATEMENT) {
         let sql = statement(&values_list(backend, chunk.len(), cols));
         let query = chunk.iter().fold(sqlx::query(&sql), &bind);
