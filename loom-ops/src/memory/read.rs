@@ -146,13 +146,15 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
     }
     let explicit = input.agent.is_some();
     let now = now_ms();
-    // A read: the reader pool, no transaction. What the serving leaves
-    // behind (the recall, the exposure rows) goes to the usage log.
-    let mut conn = store.read().await?;
-    require_namespace(&mut conn, cx).await?;
+    // A read: no transaction. What the serving leaves behind (the recall,
+    // the exposure rows) goes to the usage log.
+    if !cx.scope.namespace_found {
+        require_namespace(&mut *store.read().await?, cx).await?;
+    }
 
     let mut served = Vec::new();
     let mut got = if let Some(at) = as_of {
+        let mut conn = store.read().await?;
         let Some((agent, v)) = sql::version_at(&mut conn, cx, explicit, key, at).await? else {
             return Err(
                 not_found(cx, key).with_detail("as_of", input.as_of.clone().unwrap_or_default())
@@ -171,8 +173,10 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
         ));
         got_from_version(cx, key, &agent, &v)
     } else {
+        // The plain get is one point read; the options below take a
+        // connection for what they read besides.
         let Some(sql::RowWithRun { mut row, run_id }) =
-            sql::resolve_with_run(&mut conn, cx, explicit, key, now, false).await?
+            sql::read_live_with_run(store, cx, explicit, key, now).await?
         else {
             return Err(not_found(cx, key));
         };
@@ -194,7 +198,7 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
         let mut got = got_from_row(&row);
         got.run_id = run_id;
         if input.include_recall_breakdown == Some(true) {
-            let mut by_agent = sql::exposures_by_agent(&mut conn, &row).await?;
+            let mut by_agent = sql::exposures_by_agent(&mut *store.read().await?, &row).await?;
             // This serving's exposure is still queued: count it here.
             match by_agent.iter_mut().find(|(a, _)| *a == cx.scope.agent) {
                 Some((_, n)) => *n += 1,
@@ -211,6 +215,7 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
             });
         }
         if input.follow == Some(true) {
+            let mut conn = store.read().await?;
             let mut followed = Vec::new();
             for link in links(&row.content)
                 .into_iter()
@@ -226,7 +231,6 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
         }
         got
     };
-    drop(conn);
     usage::record(cx, served).await?;
     if let Some(fields) = &input.fields {
         keep_fields(&mut got, fields);

@@ -8,7 +8,9 @@ use sqlx::AnyConnection;
 use super::model::{Memory, MemoryVersion};
 use super::usage::Served;
 use super::validate::labels_from_json;
-use crate::store::{AnyQuery, Backend, PerBackend, db_error, rfc3339};
+use std::sync::LazyLock;
+
+use crate::store::{AnyQuery, Backend, PerBackend, Store, db_error, first_row, rfc3339};
 
 /// The columns [`Row`] reads, in order.
 pub const COLUMNS: &str = "org, namespace, agent, memory_key, content, kind, labels, source, content_hash, \
@@ -118,6 +120,20 @@ pub struct RowWithRun {
     pub run_id: Option<String>,
 }
 
+/// The statement of [`resolve_with_run`]: `memories_by_key` finds the
+/// key's rows (one per agent), the version's run is a primary-key lookup.
+static RESOLVE_WITH_RUN: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {COLUMNS}, (SELECT v.run_id FROM memory_versions v \
+           WHERE v.org = m.org AND v.namespace = m.namespace AND v.agent = m.agent \
+           AND v.memory_key = m.memory_key AND v.version = m.version) AS run_id \
+         FROM memories m WHERE org = $1 AND namespace = $2 AND memory_key = $3 \
+         AND ($7 = '' OR agent = $7) \
+         AND ($6 = 1 OR (deleted = 0 AND (expires_ms IS NULL OR expires_ms > $4))) \
+         ORDER BY CASE WHEN agent = $5 THEN 0 ELSE 1 END, updated_ms DESC, agent LIMIT 1"
+    )
+});
+
 /// [`resolve`], with the run of the row's current version, in one statement
 /// (memory.get answers both; a read's every statement is a round trip).
 pub async fn resolve_with_run(
@@ -128,29 +144,98 @@ pub async fn resolve_with_run(
     now: i64,
     include_dead: bool,
 ) -> OpResult<Option<RowWithRun>> {
-    sqlx::query_as::<_, RowWithRun>(&format!(
-        "SELECT {COLUMNS}, (SELECT v.run_id FROM memory_versions v \
-           WHERE v.org = m.org AND v.namespace = m.namespace AND v.agent = m.agent \
-           AND v.memory_key = m.memory_key AND v.version = m.version) AS run_id \
-         FROM memories m WHERE org = $1 AND namespace = $2 AND memory_key = $3 \
-         AND ($7 = '' OR agent = $7) \
-         AND ($6 = 1 OR (deleted = 0 AND (expires_ms IS NULL OR expires_ms > $4))) \
-         ORDER BY CASE WHEN agent = $5 THEN 0 ELSE 1 END, updated_ms DESC, agent LIMIT 1"
-    ))
-    .bind(&cx.scope.org)
-    .bind(&cx.scope.namespace)
-    .bind(key)
-    .bind(now)
-    .bind(&cx.scope.agent)
-    .bind(i64::from(include_dead))
-    .bind(if explicit_agent {
+    sqlx::query_as::<_, RowWithRun>(&RESOLVE_WITH_RUN)
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(key)
+        .bind(now)
+        .bind(&cx.scope.agent)
+        .bind(i64::from(include_dead))
+        .bind(only_agent(cx, explicit_agent))
+        .fetch_optional(conn)
+        .await
+        .map_err(db_error)
+}
+
+/// [`resolve_with_run`] of a live row, as a read of its own (no
+/// transaction). A point read, so on SQLite it runs on the calling thread
+/// ([`Store::read_inline`]).
+pub async fn read_live_with_run(
+    store: &Store,
+    cx: &OpCx,
+    explicit_agent: bool,
+    key: &str,
+    now: i64,
+) -> OpResult<Option<RowWithRun>> {
+    let inline = store.read_inline(|conn| {
+        first_row(
+            conn,
+            &RESOLVE_WITH_RUN,
+            &[
+                &cx.scope.org,
+                &cx.scope.namespace,
+                &key,
+                &now,
+                &cx.scope.agent,
+                &0_i64,
+                &only_agent(cx, explicit_agent),
+            ],
+            RowWithRun::from_sqlite,
+        )
+    });
+    match inline {
+        Some(found) => found,
+        None => {
+            resolve_with_run(
+                &mut *store.read().await?,
+                cx,
+                explicit_agent,
+                key,
+                now,
+                false,
+            )
+            .await
+        }
+    }
+}
+
+/// The agent a resolve is limited to: the caller's when named, else any ('').
+fn only_agent(cx: &OpCx, explicit_agent: bool) -> &str {
+    if explicit_agent {
         cx.scope.agent.as_str()
     } else {
         ""
-    })
-    .fetch_optional(conn)
-    .await
-    .map_err(db_error)
+    }
+}
+
+impl RowWithRun {
+    /// Decodes a row of [`RESOLVE_WITH_RUN`] read through rusqlite: the
+    /// columns of [`COLUMNS`] in order, then `run_id`.
+    fn from_sqlite(r: &rusqlite::Row<'_>) -> rusqlite::Result<RowWithRun> {
+        Ok(RowWithRun {
+            row: Row {
+                org: r.get(0)?,
+                namespace: r.get(1)?,
+                agent: r.get(2)?,
+                memory_key: r.get(3)?,
+                content: r.get(4)?,
+                kind: r.get(5)?,
+                labels: r.get(6)?,
+                source: r.get(7)?,
+                content_hash: r.get(8)?,
+                version: r.get(9)?,
+                pinned: r.get(10)?,
+                locked: r.get(11)?,
+                deleted: r.get(12)?,
+                expires_ms: r.get(13)?,
+                recall_count: r.get(14)?,
+                last_recall_ms: r.get(15)?,
+                created_ms: r.get(16)?,
+                updated_ms: r.get(17)?,
+            },
+            run_id: r.get(18)?,
+        })
+    }
 }
 
 /// What a `memory.set` of `key` must respect, in one statement (on SQLite

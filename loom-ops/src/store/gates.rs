@@ -120,17 +120,26 @@ impl Store {
         namespace: &str,
         subject: &str,
     ) -> OpResult<NamespaceAccess> {
-        let (restricted, role): (Option<i64>, Option<String>) = sqlx::query_as(
-            "SELECT (SELECT CAST(CASE WHEN restricted THEN 1 ELSE 0 END AS BIGINT) FROM namespaces \
-                     WHERE org = $1 AND namespace = $2), \
-                    (SELECT role FROM grants WHERE org = $1 AND namespace = $2 AND subject = $3)",
-        )
-        .bind(org)
-        .bind(namespace)
-        .bind(subject)
-        .fetch_one(&mut *self.read().await?)
-        .await
-        .map_err(db_error)?;
+        const ACCESS: &str = "SELECT (SELECT CAST(CASE WHEN restricted THEN 1 ELSE 0 END AS BIGINT) \
+                FROM namespaces WHERE org = $1 AND namespace = $2), \
+            (SELECT role FROM grants WHERE org = $1 AND namespace = $2 AND subject = $3)";
+        // Two primary-key lookups: a point read (`read_inline`).
+        let inline = self.read_inline(|conn| {
+            super::first_row(conn, ACCESS, &[&org, &namespace, &subject], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })?
+            .ok_or(rusqlite::Error::QueryReturnedNoRows)
+        });
+        let (restricted, role): (Option<i64>, Option<String>) = match inline {
+            Some(found) => found?,
+            None => sqlx::query_as(ACCESS)
+                .bind(org)
+                .bind(namespace)
+                .bind(subject)
+                .fetch_one(&mut *self.read().await?)
+                .await
+                .map_err(db_error)?,
+        };
         Ok(NamespaceAccess {
             exists: restricted.is_some(),
             restricted: restricted.is_some_and(|r| r != 0),

@@ -16,6 +16,7 @@ mod batch;
 mod error;
 mod gates;
 mod group;
+mod inline;
 mod multirow;
 mod oauth;
 mod oidc;
@@ -29,6 +30,7 @@ mod tx;
 pub use batch::{BatchSink, BatchWriter};
 pub use error::db_error;
 pub use gates::{GrantRow, IdemBegin, NamespaceAccess, SIGNING_KEY_SETTING};
+pub use inline::first_row;
 pub(crate) use multirow::{AnyQuery, execute_chunked};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
@@ -106,6 +108,9 @@ pub struct Store {
     group: Option<std::sync::Arc<group::Group>>,
     /// SQLite's read connections ([`Store::read`]); `None` on PostgreSQL.
     kept: Option<std::sync::Arc<read::Kept>>,
+    /// SQLite's point reads on the calling thread ([`Store::read_inline`]);
+    /// `None` on PostgreSQL and in memory.
+    inline: Option<std::sync::Arc<inline::Inline>>,
 }
 
 impl Store {
@@ -133,6 +138,9 @@ impl Store {
         }
         if let Some(kept) = &self.kept {
             kept.close().await;
+        }
+        if let Some(inline) = &self.inline {
+            inline.close();
         }
         self.writer.close().await;
         self.reader.close().await;

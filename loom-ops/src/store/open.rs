@@ -196,12 +196,18 @@ impl Store {
             (backend == Backend::Sqlite).then(|| super::group::Group::start(writer.clone()));
         let kept = (backend == Backend::Sqlite)
             .then(|| super::read::Kept::new(reader.clone(), connections, options.acquire_timeout));
+        // After the pools connected: `mode=rwc` has created the file by now.
+        let inline = match backend {
+            Backend::Sqlite => super::inline::Inline::for_url(&url).map(std::sync::Arc::new),
+            Backend::Postgres => None,
+        };
         Ok(Store {
             backend,
             writer,
             reader,
             group,
             kept,
+            inline,
         })
     }
 

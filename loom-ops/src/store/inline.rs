@@ -1,0 +1,172 @@
+//! Point reads on the calling thread (SQLite): [`Store::read_inline`].
+//!
+//! Why: sqlx drives each SQLite connection from a worker thread of its own,
+//! so every statement is a message to that thread and a wake-up back, and
+//! each row read is another message. For a read that finds one row by an
+//! index (a few microseconds of SQLite's time) those hand-offs were most of
+//! the cost: on `memory.get`, the authorization statement and the row were
+//! four thread switches per call and kept the machine's cores switching
+//! instead of serving. Run on the calling thread through rusqlite (the same
+//! bundled SQLite library sqlx links), `memory.get` served ~60% more calls
+//! a second on 2 cores.
+//!
+//! Why it may block the runtime's thread: these connections only read, in
+//! WAL mode, where a reader never waits for the writer; their busy timeout
+//! is zero, so the one wait SQLite could still impose (another process
+//! recovering the WAL after a crash) is answered "busy" at once, and the
+//! caller then runs the same statement through [`Store::read`] instead.
+//! Only statements bounded by an index lookup belong here; anything that
+//! scans or sorts many rows (search, listings) stays on sqlx's threads.
+//!
+//! PostgreSQL, and SQLite in memory (nothing else could open it), have no
+//! inline reads: [`Store::read_inline`] answers `None` and the caller uses
+//! [`Store::read`].
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use loom_core::{LoomError, OpResult};
+use rusqlite::{Connection, OpenFlags, Statement, ToSql};
+use sqlx::sqlite::SqliteConnectOptions;
+
+use super::Store;
+
+/// Prepared statements each connection keeps (rusqlite's statement cache).
+const CACHED_STATEMENTS: usize = 32;
+
+/// The read connections of one SQLite file.
+pub(super) struct Inline {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Inline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inline")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inline {
+    /// Inline reads of the database `url` names, when it is a file.
+    pub(super) fn for_url(url: &str) -> Option<Inline> {
+        let options = SqliteConnectOptions::from_str(url).ok()?;
+        let path = options.get_filename().to_path_buf();
+        // In memory there is no file (sqlx names it `file:sqlx-in-memory-…`).
+        path.is_file().then(|| Inline {
+            path,
+            idle: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    fn open(&self) -> rusqlite::Result<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        // busy_timeout 0: never wait on the runtime's thread (module doc).
+        // mmap_size as on sqlx's connections (`open`).
+        conn.execute_batch("PRAGMA busy_timeout = 0; PRAGMA mmap_size = 1073741824;")?;
+        conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
+        Ok(conn)
+    }
+
+    /// Runs `read` on an idle connection (opened when there is none).
+    /// `None`: the file is busy (see the module doc) or the store closed.
+    fn run<T>(&self, read: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Option<OpResult<T>> {
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let conn = match idle.map_or_else(|| self.open(), Ok) {
+            Ok(conn) => conn,
+            Err(e) if busy(&e) => return None,
+            Err(e) => return Some(Err(sqlite_error(e))),
+        };
+        let out = match read(&conn) {
+            Err(e) if busy(&e) => None,
+            out => Some(out.map_err(sqlite_error)),
+        };
+        if !self.closed.load(Ordering::Acquire) {
+            self.idle
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(conn);
+        }
+        out
+    }
+
+    /// Closes the idle connections; later reads answer `None`.
+    pub(super) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+fn busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// A failed inline read: an internal fault whose cause is logged, never sent
+/// (as [`super::db_error`] does for sqlx's errors).
+fn sqlite_error(e: rusqlite::Error) -> LoomError {
+    LoomError::internal(e)
+}
+
+/// The names of `$1` … `$12`, so binding formats nothing per call.
+const NUMBERED: [&str; 12] = [
+    "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11", "$12",
+];
+
+/// Binds `values` to a statement written with `$1`, `$2`, … (as every
+/// statement of the store is): `values[i]` to `$(i+1)`. By name, as SQLite
+/// numbers `$n` parameters in the order they first appear in the text.
+/// At most [`NUMBERED`]`.len()` values.
+fn bind_numbered(stmt: &mut Statement<'_>, values: &[&dyn ToSql]) -> rusqlite::Result<()> {
+    if values.len() > NUMBERED.len() {
+        return Err(rusqlite::Error::InvalidParameterCount(
+            values.len(),
+            NUMBERED.len(),
+        ));
+    }
+    for (name, value) in NUMBERED.iter().zip(values) {
+        if let Some(index) = stmt.parameter_index(name)? {
+            stmt.raw_bind_parameter(index, value)?;
+        }
+    }
+    Ok(())
+}
+
+/// The first row `sql` answers with `values` bound ([`bind_numbered`]),
+/// decoded by `decode`; `None` when it answers none.
+pub fn first_row<T>(
+    conn: &Connection,
+    sql: &str,
+    values: &[&dyn ToSql],
+    decode: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Option<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    bind_numbered(&mut stmt, values)?;
+    let mut rows = stmt.raw_query();
+    rows.next()?.map(decode).transpose()
+}
+
+impl Store {
+    /// Runs `read` on the calling thread, on SQLite (see the module doc).
+    /// `None`: no inline reads here (PostgreSQL, SQLite in memory, a busy
+    /// file); run the same statement through [`Store::read`].
+    pub fn read_inline<T>(
+        &self,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Option<OpResult<T>> {
+        self.inline.as_ref()?.run(read)
+    }
+}
