@@ -1,7 +1,7 @@
 //! Pipeline steps that need ops of their own: a handler over its latency
-//! budget, an idempotency key on an op that is not idempotent, and a second
-//! call with a key whose first call is still running. The ops live in this
-//! test binary only.
+//! budget, an idempotency key on an op that is not idempotent, a second
+//! call with a key whose first call is still running, and shutdown with a
+//! call still running. The ops live in this test binary only.
 
 use loom_core::Role;
 use loom_tests::servers;
@@ -53,6 +53,28 @@ mod testing {
     #[loom_op(role = "viewer", idempotent)]
     async fn late(_cx: &OpCx, input: Empty) -> OpResult<Echo> {
         LATE.acquire().await.expect("gate").forget();
+        Ok(Echo { n: input.n })
+    }
+
+    /// Signalled by `testing.linger` when it has started.
+    pub static LINGERING: Semaphore = Semaphore::const_new(0);
+    /// Released by the test to let `testing.linger` finish.
+    pub static LINGER: Semaphore = Semaphore::const_new(0);
+
+    /// Says it started, waits for the test, then writes a `settings` row
+    /// named `linger-<n>` in a transaction of its own.
+    #[loom_op(role = "writer")]
+    async fn linger(cx: &OpCx, input: Empty) -> OpResult<Echo> {
+        LINGERING.add_permits(1);
+        LINGER.acquire().await.expect("gate").forget();
+        let store = cx.service::<loom_ops::store::Store>()?;
+        let mut tx = store.begin_write().await?;
+        sqlx::query("INSERT INTO settings (name, value, created_ms) VALUES ($1, 'x', 0)")
+            .bind(format!("linger-{}", input.n))
+            .execute(tx.conn())
+            .await
+            .map_err(loom_ops::store::db_error)?;
+        tx.commit_unaudited().await?;
         Ok(Echo { n: input.n })
     }
 
@@ -215,5 +237,54 @@ async fn a_call_whose_client_went_away_still_finishes_and_stores_its_answer() {
         );
         assert_eq!(a.header("idempotent-replayed"), Some("true"), "{n}");
         t.server.shutdown().await;
+    }
+}
+
+/// Shutdown waits for a call whose client went away (it runs on after its
+/// connection closed) before it closes the ledger and the store: the call's
+/// write and its ledger row both land.
+#[tokio::test]
+async fn shutdown_lets_a_call_whose_client_went_away_finish_first() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let token = t.token("default", "ana", Role::Writer, &[]);
+        let request = t
+            .request("testing.linger", Some(&token))
+            .json(&json!({"n": 7}));
+        let client = tokio::spawn(async move { request.send().await });
+        testing::LINGERING
+            .acquire()
+            .await
+            .expect("started")
+            .forget();
+        // the client gives up, then the server is told to stop
+        client.abort();
+        let _ = client.await;
+        let app = t.server.app.clone();
+        let stopping = tokio::spawn(t.server.shutdown());
+        // shutdown has stopped taking calls and is waiting for this one
+        while !app.calls.is_closed() {
+            tokio::task::yield_now().await;
+        }
+        assert!(!stopping.is_finished(), "{n}: shutdown did not wait");
+        testing::LINGER.add_permits(1);
+        stopping.await.expect("shut down");
+
+        let store = loom_ops::store::Store::open(t.db.options.clone())
+            .await
+            .expect("reopen");
+        let (written,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM settings WHERE name = 'linger-7'")
+                .fetch_one(store.reader())
+                .await
+                .unwrap();
+        assert_eq!(written, 1, "{n}: the call's write");
+        let (ledger,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM agent_events WHERE op = 'testing.linger'")
+                .fetch_one(store.reader())
+                .await
+                .unwrap();
+        assert_eq!(ledger, 1, "{n}: the call's ledger row");
+        store.close().await;
     }
 }

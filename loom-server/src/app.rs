@@ -13,6 +13,7 @@ use loom_ops::store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::pipeline::ledger::Ledger;
@@ -42,6 +43,10 @@ pub struct App {
     pub first_start: bool,
     /// OAuth sign-in (`LOOM_OAUTH_ENABLED=true`), else `None`.
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
+    /// The calls running on tasks of their own
+    /// ([`crate::pipeline::call_to_completion`]): shutdown waits for them
+    /// before it closes the writers and the store.
+    pub calls: TaskTracker,
 }
 
 impl std::fmt::Debug for App {
@@ -89,6 +94,7 @@ impl App {
             usage,
             first_start,
             oauth,
+            calls: TaskTracker::new(),
             store,
             config,
         }))
@@ -150,8 +156,8 @@ impl RunningServer {
     }
 
     /// Stops accepting connections, lets in-flight calls finish (up to
-    /// `LOOM_SHUTDOWN_GRACE_SECS`), writes the queued ledger and usage
-    /// rows and closes the store.
+    /// `LOOM_SHUTDOWN_GRACE_SECS`; a call whose client went away included),
+    /// writes the queued ledger and usage rows and closes the store.
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -244,11 +250,22 @@ async fn serve(
     }
     drop(listener);
     tracing::info!("shutting down: finishing in-flight calls");
-    if tokio::time::timeout(app.config.shutdown_grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("in-flight calls did not finish within the grace period");
+    // One grace period for both: the connections, then the calls whose
+    // client went away (they run on after their connection closed).
+    let deadline = tokio::time::Instant::now() + app.config.shutdown_grace;
+    let connections = tokio::time::timeout_at(deadline, graceful.shutdown());
+    app.calls.close();
+    let finished = match connections.await {
+        Ok(()) => tokio::time::timeout_at(deadline, app.calls.wait())
+            .await
+            .is_ok(),
+        Err(_) => false,
+    };
+    if !finished {
+        tracing::warn!(
+            running = app.calls.len(),
+            "in-flight calls did not finish within the grace period"
+        );
     }
     if let Some(refresh) = refresh {
         refresh.abort();

@@ -128,7 +128,8 @@ fn principal(cx: &OpCx) -> (&str, &str) {
 /// answered as an internal fault.
 pub async fn call_to_completion(app: Arc<App>, req: CallRequest) -> CallOutcome {
     let op = req.op;
-    match tokio::spawn(async move { call(&app, req).await }).await {
+    let calls = app.calls.clone();
+    match calls.spawn(async move { call(&app, req).await }).await {
         Ok(outcome) => outcome,
         Err(e) => {
             tracing::error!(op = %op.name, cause = %e, "call panicked");
