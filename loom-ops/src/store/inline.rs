@@ -7,7 +7,7 @@
 //! the cost: on `memory.get`, the authorization statement and the row were
 //! four thread switches per call and kept the machine's cores switching
 //! instead of serving. Run on the calling thread through rusqlite (the same
-//! bundled SQLite library sqlx links), `memory.get` served ~60% more calls
+//! bundled SQLite library sqlx links), `memory.get` served ~70% more calls
 //! a second on 2 cores.
 //!
 //! Why it may block the runtime's thread: these connections only read, in
