@@ -273,17 +273,14 @@ async fn shutdown_lets_a_call_whose_client_went_away_finish_first() {
         let store = loom_ops::store::Store::open(t.db.options.clone())
             .await
             .expect("reopen");
-        let (written,): (i64,) =
-            sqlx::query_as("SELECT COUNT(*) FROM settings WHERE name = 'linger-7'")
-                .fetch_one(store.reader())
-                .await
-                .unwrap();
+        let (written, ledger): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM settings WHERE name = 'linger-7'), \
+                    (SELECT COUNT(*) FROM agent_events WHERE op = 'testing.linger')",
+        )
+        .fetch_one(store.reader())
+        .await
+        .unwrap();
         assert_eq!(written, 1, "{n}: the call's write");
-        let (ledger,): (i64,) =
-            sqlx::query_as("SELECT COUNT(*) FROM agent_events WHERE op = 'testing.linger'")
-                .fetch_one(store.reader())
-                .await
-                .unwrap();
         assert_eq!(ledger, 1, "{n}: the call's ledger row");
         store.close().await;
     }
