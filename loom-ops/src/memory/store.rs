@@ -2,14 +2,14 @@
 //! UPDATE on the version the caller read (so two writers racing on one
 //! version cannot both win) plus a snapshot row in `memory_versions`.
 
+use std::sync::LazyLock;
+
 use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 use sqlx::AnyConnection;
 
 use super::model::{Memory, MemoryVersion};
 use super::usage::Served;
 use super::validate::labels_from_json;
-use std::sync::LazyLock;
-
 use crate::store::{AnyQuery, Backend, PerBackend, Store, db_error, first_row, rfc3339};
 
 /// The columns [`Row`] reads, in order.
