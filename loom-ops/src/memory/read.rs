@@ -153,84 +153,85 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
     }
 
     let mut served = Vec::new();
-    let mut got = if let Some(at) = as_of {
-        let mut conn = store.read().await?;
-        let Some((agent, v)) = sql::version_at(&mut conn, cx, explicit, key, at).await? else {
-            return Err(
-                not_found(cx, key).with_detail("as_of", input.as_of.clone().unwrap_or_default())
-            );
-        };
-        if v.deleted != 0 || v.expires_ms.is_some_and(|e| e <= at) {
-            return Err(
-                not_found(cx, key).with_detail("as_of", input.as_of.clone().unwrap_or_default())
-            );
-        }
-        served.push(Served::new(
-            cx,
-            (&cx.scope.namespace, &agent, key, v.version),
-            now,
-            false,
-        ));
-        got_from_version(cx, key, &agent, &v)
-    } else {
-        // The plain get is one point read; the options below take a
-        // connection for what they read besides.
-        let Some(sql::RowWithRun { mut row, run_id }) =
-            sql::read_live_with_run(store, cx, explicit, key, now).await?
-        else {
-            return Err(not_found(cx, key));
-        };
-        if let Some(expected) = input.if_version
-            && expected != row.version
-        {
-            return Err(sql::version_conflict(key, expected, row.version));
-        }
-        // The recall count ranks results, so a read that records no usage
-        // leaves it; who was served which row is still recorded.
-        let recall = cx.records_usage();
-        served.push(Served::new(cx, row.coordinates(), now, recall));
-        if recall {
-            // The answer counts this recall; the stored count catches up
-            // when the usage log writes it.
-            row.recall_count += 1;
-            row.last_recall_ms = Some(now);
-        }
-        let mut got = got_from_row(&row);
-        got.run_id = run_id;
-        if input.include_recall_breakdown == Some(true) {
-            let mut by_agent = sql::exposures_by_agent(&mut *store.read().await?, &row).await?;
-            // This serving's exposure is still queued: count it here.
-            match by_agent.iter_mut().find(|(a, _)| *a == cx.scope.agent) {
-                Some((_, n)) => *n += 1,
-                None => by_agent.push((cx.scope.agent.clone(), 1)),
-            }
-            by_agent.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            got.recall_breakdown = Some(RecallBreakdown {
-                total: row.recall_count,
-                last_recalled_at: row.last_recall_ms.map(rfc3339),
-                by_agent: by_agent
-                    .into_iter()
-                    .map(|(agent, count)| AgentCount { agent, count })
-                    .collect(),
-            });
-        }
-        if input.follow == Some(true) {
+    let mut got =
+        if let Some(at) = as_of {
             let mut conn = store.read().await?;
-            let mut followed = Vec::new();
-            for link in links(&row.content)
-                .into_iter()
-                .filter(|k| k != key)
-                .take(MAX_FOLLOW)
-            {
-                if let Some(linked) = sql::resolve(&mut conn, cx, false, &link, now, false).await? {
-                    served.push(Served::new(cx, linked.coordinates(), now, false));
-                    followed.push(linked.to_memory());
-                }
+            let Some((agent, v)) = sql::version_at(&mut conn, cx, explicit, key, at).await? else {
+                return Err(not_found(cx, key)
+                    .with_detail("as_of", input.as_of.clone().unwrap_or_default()));
+            };
+            if v.deleted != 0 || v.expires_ms.is_some_and(|e| e <= at) {
+                return Err(not_found(cx, key)
+                    .with_detail("as_of", input.as_of.clone().unwrap_or_default()));
             }
-            got.followed = Some(followed);
-        }
-        got
-    };
+            served.push(Served::new(
+                cx,
+                (&cx.scope.namespace, &agent, key, v.version),
+                now,
+                false,
+            ));
+            got_from_version(cx, key, &agent, &v)
+        } else {
+            // The plain get is one point read; the options below take a
+            // connection for what they read besides.
+            let Some(sql::RowWithRun { mut row, run_id }) =
+                sql::read_live_with_run(store, cx, explicit, key, now).await?
+            else {
+                return Err(not_found(cx, key));
+            };
+            if let Some(expected) = input.if_version
+                && expected != row.version
+            {
+                return Err(sql::version_conflict(key, expected, row.version));
+            }
+            // The recall count ranks results, so a read that records no usage
+            // leaves it; who was served which row is still recorded.
+            let recall = cx.records_usage();
+            served.push(Served::new(cx, row.coordinates(), now, recall));
+            if recall {
+                // The answer counts this recall; the stored count catches up
+                // when the usage log writes it.
+                row.recall_count += 1;
+                row.last_recall_ms = Some(now);
+            }
+            let mut got = got_from_row(&row);
+            got.run_id = run_id;
+            if input.include_recall_breakdown == Some(true) {
+                let mut by_agent = sql::exposures_by_agent(&mut *store.read().await?, &row).await?;
+                // This serving's exposure is still queued: count it here.
+                match by_agent.iter_mut().find(|(a, _)| *a == cx.scope.agent) {
+                    Some((_, n)) => *n += 1,
+                    None => by_agent.push((cx.scope.agent.clone(), 1)),
+                }
+                by_agent.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                got.recall_breakdown = Some(RecallBreakdown {
+                    total: row.recall_count,
+                    last_recalled_at: row.last_recall_ms.map(rfc3339),
+                    by_agent: by_agent
+                        .into_iter()
+                        .map(|(agent, count)| AgentCount { agent, count })
+                        .collect(),
+                });
+            }
+            if input.follow == Some(true) {
+                // Each link is a point read of its own, as the row was.
+                let mut followed = Vec::new();
+                for link in links(&row.content)
+                    .into_iter()
+                    .filter(|k| k != key)
+                    .take(MAX_FOLLOW)
+                {
+                    if let Some(sql::RowWithRun { row: linked, .. }) =
+                        sql::read_live_with_run(store, cx, false, &link, now).await?
+                    {
+                        served.push(Served::new(cx, linked.coordinates(), now, false));
+                        followed.push(linked.to_memory());
+                    }
+                }
+                got.followed = Some(followed);
+            }
+            got
+        };
     usage::record(cx, served).await?;
     if let Some(fields) = &input.fields {
         keep_fields(&mut got, fields);
