@@ -725,3 +725,137 @@ async fn the_page_is_the_top_of_the_ranking_and_its_scores_add_up() {
         }
     }
 }
+
+/// FTS5's own score of the row `key` for the any-term query of `terms`.
+async fn fts5_bm25(h: &common::Harness, terms: &[&str], key: &str) -> f64 {
+    let expr = terms
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    sqlx::query_scalar(
+        "SELECT -bm25(memories_fts, 2.0, 1.0, 0.5) FROM memories_fts \
+         JOIN memories m ON m.id = memories_fts.rowid \
+         WHERE memories_fts MATCH $1 AND m.memory_key = $2",
+    )
+    .bind(expr)
+    .bind(key)
+    .fetch_one(h.store().reader())
+    .await
+    .unwrap()
+}
+
+/// SQLite ranks with loom_bm25 and document frequencies Loom counts and
+/// keeps: on a store this size (no term in 1,000 rows) they are counted
+/// per query, so each hit's lexical score is FTS5's bm25() to the bit, in
+/// both passes (rows holding every term and rows holding some).
+#[tokio::test]
+async fn sqlite_lexical_scores_are_fts5_bm25() {
+    let h = common::sqlite().await;
+    let now = loom_ops::store::now_ms();
+    let rows: Vec<Seed<'_>> = (0..120usize)
+        .map(|i| {
+            let mut words = vec!["deploy"; 1 + i % 3];
+            if i % 4 == 0 {
+                words.push("window");
+            }
+            if i % 30 == 0 {
+                words.push("postgres");
+            }
+            let (org, ns) = (common::ORG, common::NS);
+            (
+                org,
+                ns,
+                format!("k{i:03}"),
+                words.join(" "),
+                0,
+                None,
+                now - i as i64,
+            )
+        })
+        .collect();
+    insert_rows(&h, &rows).await;
+    for terms in [
+        &["postgres", "window"][..],
+        &["deploy", "window", "postgres"],
+        &["window"],
+    ] {
+        let out = h
+            .call(
+                "memory.search",
+                json!({"query": terms.join(" "), "limit": 50, "explain": true}),
+            )
+            .await
+            .unwrap();
+        let hits = out["hits"].as_array().unwrap();
+        assert!(!hits.is_empty(), "{terms:?}");
+        for hit in hits {
+            let key = hit["memory_key"].as_str().unwrap();
+            let ours = hit["explain"]["raw_lexical"].as_f64().unwrap();
+            let theirs = fts5_bm25(&h, terms, key).await;
+            assert_eq!(
+                ours.to_bits(),
+                theirs.to_bits(),
+                "{terms:?} {key}: {ours} vs {theirs}"
+            );
+        }
+    }
+}
+
+/// A common term's count is kept: rows added since only move the weights
+/// once it is counted again, and the search stays right about which rows
+/// hold the words.
+#[tokio::test]
+async fn sqlite_keeps_a_common_terms_count() {
+    let h = common::sqlite().await;
+    let now = loom_ops::store::now_ms();
+    let seed = |from: usize, to: usize| -> Vec<Seed<'static>> {
+        (from..to)
+            .map(|i| {
+                let content = if i == 0 {
+                    "common rare"
+                } else {
+                    "common filler"
+                };
+                (
+                    common::ORG,
+                    common::NS,
+                    format!("k{i:05}"),
+                    content.to_owned(),
+                    0,
+                    None,
+                    now - i as i64,
+                )
+            })
+            .collect()
+    };
+    insert_rows(&h, &seed(0, 1_200)).await;
+    let search = || {
+        h.call(
+            "memory.search",
+            json!({"query": "rare common", "explain": true}),
+        )
+    };
+    let raw = |out: &Value| out["hits"][0]["explain"]["raw_lexical"].as_f64().unwrap();
+    let first = search().await.unwrap();
+    assert_eq!(keys(&first["hits"])[0], "k00000");
+    assert_eq!(
+        raw(&first).to_bits(),
+        fts5_bm25(&h, &["rare", "common"], "k00000").await.to_bits()
+    );
+    // 1,200 rows held "common" when it was counted; 1,300 more now do.
+    insert_rows(&h, &seed(1_200, 2_500)).await;
+    let second = search().await.unwrap();
+    assert_eq!(keys(&second["hits"])[0], "k00000");
+    let fresh = fts5_bm25(&h, &["rare", "common"], "k00000").await;
+    assert_ne!(
+        raw(&second).to_bits(),
+        fresh.to_bits(),
+        "the kept count was used"
+    );
+    assert!(
+        (raw(&second) - fresh).abs() < 0.5,
+        "{} vs {fresh}",
+        raw(&second)
+    );
+}

@@ -54,7 +54,7 @@ pub async fn pack(store: &Store, cx: &OpCx, input: ContextPackInput) -> OpResult
     require_namespace(&mut conn, cx).await?;
     let hits = rank::search(
         &mut conn,
-        store.backend(),
+        store,
         cx,
         &terms,
         &SearchFilter::default(),

@@ -66,16 +66,7 @@ pub async fn ask(store: &Store, cx: &OpCx, input: MemoryAsk) -> OpResult<MemoryA
         agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
         kind: None,
     };
-    let found = rank::search(
-        &mut conn,
-        store.backend(),
-        cx,
-        &terms,
-        &filter,
-        limit as usize,
-        now,
-    )
-    .await?;
+    let found = rank::search(&mut conn, store, cx, &terms, &filter, limit as usize, now).await?;
     drop(conn);
     record_exposures(cx, found.iter().map(|(row, _)| row), now).await?;
     let evidence: Vec<Evidence> = found

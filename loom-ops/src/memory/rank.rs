@@ -11,7 +11,8 @@
 //!
 //! ```text
 //! score   = lexical + 0.25 × recency + 0.30 × pinned + 0.15 × recall
-//! lexical = raw / (1 + raw)              raw = −bm25 (SQLite FTS5, key weighted 2, labels 0.5)
+//! lexical = raw / (1 + raw)              raw = −bm25 (SQLite FTS5, key weighted 2, labels 0.5;
+//!                                            document frequencies kept a while, see doc_freq)
 //!                                            or 10 × ts_rank (PostgreSQL), so lexical ∈ [0, 1)
 //! recency = 0.5 ^ (days since last change / 30)      a 30-day half-life
 //! pinned  = 1 when pinned, else 0
@@ -26,7 +27,7 @@ use serde::Serialize;
 use sqlx::AnyConnection;
 
 use super::store::{COLUMNS, Row};
-use crate::store::{Backend, PerBackend, db_error, rfc3339};
+use crate::store::{Backend, PerBackend, Store, db_error, rfc3339};
 
 /// Rows each retrieval pass takes from the full-text index, newest first,
 /// before they are ranked in Rust.
@@ -166,7 +167,7 @@ fn match_expr(backend: Backend, terms: &[String], pass: Pass) -> String {
 /// cost more than the full-text work itself.
 pub async fn search(
     conn: &mut AnyConnection,
-    backend: Backend,
+    store: &Store,
     cx: &OpCx,
     terms: &[String],
     filter: &SearchFilter<'_>,
@@ -176,8 +177,15 @@ pub async fn search(
     if terms.is_empty() {
         return Ok(Vec::new());
     }
+    let backend = store.backend();
     // With one term both passes are the same.
     let both = terms.len() > 1;
+    let frequencies = match backend {
+        Backend::Sqlite => Some(loom_fts5::frequencies(
+            &store.doc_freqs().counts(conn, terms).await?,
+        )),
+        Backend::Postgres => None,
+    };
     let mut query = sqlx::query_as::<_, Ranked>(ranked_sql(backend, both))
         .bind(match_expr(backend, terms, Pass::Any))
         .bind(&cx.scope.org)
@@ -187,6 +195,9 @@ pub async fn search(
         .bind(filter.kind.unwrap_or(""))
         .bind(CANDIDATES)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX));
+    if let Some(frequencies) = frequencies {
+        query = query.bind(frequencies);
+    }
     if both {
         query = query.bind(match_expr(backend, terms, Pass::All));
     }
@@ -232,8 +243,9 @@ struct Ranked {
 
 /// The ranking statement. Parameters: $1 the any-term query, $2 org,
 /// $3 namespace, $4 now, $5 agent ('' for any), $6 kind ('' for any),
-/// $7 rows per pass ([`CANDIDATES`]), $8 the page size and, with `both`,
-/// $9 the every-term query.
+/// $7 rows per pass ([`CANDIDATES`]), $8 the page size; on SQLite $9 the
+/// terms' document frequencies ([`DocFreqs`](super::doc_freq::DocFreqs));
+/// and, with `both`, the every-term query ($10 on SQLite, $9 on PostgreSQL).
 ///
 /// Each pass is at most [`CANDIDATES`] live rows that it matches, newest
 /// first, each with the lexical score of the whole query (every term
@@ -271,7 +283,11 @@ fn build_ranked_sql(backend: Backend, both: bool) -> String {
     let mut passes = pass_sql(backend, "$1");
     if both {
         passes.push_str(" UNION ALL ");
-        passes.push_str(&pass_sql(backend, "$9"));
+        let all = match backend {
+            Backend::Sqlite => "$10",
+            Backend::Postgres => "$9",
+        };
+        passes.push_str(&pass_sql(backend, all));
     }
     let raw = format!("{greatest}(raw, 0.0)");
     let days = format!("CAST({greatest}($4 - updated_ms, 0) AS {float}) / {DAY_MS:.1}");
@@ -313,7 +329,7 @@ fn pass_sql(backend: Backend, expr: &str) -> String {
     match backend {
         // FTS5 walks its index in rowid order and stops at the limit.
         Backend::Sqlite => format!(
-            "SELECT * FROM (SELECT {cols}, -bm25(memories_fts, 2.0, 1.0, 0.5) AS raw \
+            "SELECT * FROM (SELECT {cols}, -loom_bm25(memories_fts, $9, 2.0, 1.0, 0.5) AS raw \
              FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
              WHERE memories_fts MATCH {expr} {live} ORDER BY memories_fts.rowid DESC LIMIT $7)"
         ),

@@ -369,16 +369,7 @@ pub async fn search(store: &Store, cx: &OpCx, input: MemorySearch) -> OpResult<M
         agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
         kind: kind.as_deref(),
     };
-    let found = rank::search(
-        &mut conn,
-        store.backend(),
-        cx,
-        &terms,
-        &filter,
-        limit as usize,
-        now,
-    )
-    .await?;
+    let found = rank::search(&mut conn, store, cx, &terms, &filter, limit as usize, now).await?;
     drop(conn);
     record_exposures(cx, found.iter().map(|(row, _)| row), now).await?;
     Ok(MemorySearchResult {

@@ -77,16 +77,7 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
                 ..SearchFilter::default()
             };
             hits.extend(
-                rank::search(
-                    &mut conn,
-                    store.backend(),
-                    cx,
-                    &terms,
-                    &filter,
-                    top_k as usize,
-                    now,
-                )
-                .await?,
+                rank::search(&mut conn, store, cx, &terms, &filter, top_k as usize, now).await?,
             );
         }
         hits.sort_by(|a, b| rank::score(&b.1).total_cmp(&rank::score(&a.1)));

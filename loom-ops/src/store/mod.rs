@@ -111,12 +111,19 @@ pub struct Store {
     /// SQLite's point reads on the calling thread ([`Store::read_inline`]);
     /// `None` on PostgreSQL and in memory.
     inline: Option<std::sync::Arc<inline::Inline>>,
+    /// Search terms' document frequencies, kept a while (SQLite's ranking).
+    doc_freqs: std::sync::Arc<crate::memory::doc_freq::DocFreqs>,
 }
 
 impl Store {
     /// The backend.
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The search terms' kept document frequencies.
+    pub(crate) fn doc_freqs(&self) -> &crate::memory::doc_freq::DocFreqs {
+        &self.doc_freqs
     }
 
     /// The pool writes go through.

@@ -98,6 +98,11 @@ impl Store {
     pub async fn connect(options: StoreOptions) -> Result<Store, String> {
         install_default_drivers();
         let backend = backend_of(&options.url)?;
+        if backend == Backend::Sqlite {
+            // Search ranks with loom_bm25; registered before the first
+            // connection opens, it is on every one.
+            loom_fts5::install()?;
+        }
         let url = match backend {
             Backend::Sqlite => sqlite_url(&options.url),
             Backend::Postgres => options.url.clone(),
@@ -208,6 +213,7 @@ impl Store {
             group,
             kept,
             inline,
+            doc_freqs: Default::default(),
         })
     }
 
