@@ -313,7 +313,7 @@ async fn insert_rows(h: &common::Harness, rows: &[Seed<'_>]) {
     tx.commit().await.unwrap();
 }
 
-/// More rows holding a word than one retrieval pass reads (200).
+/// More rows holding a word than both retrieval passes read (2 x 100).
 const MANY: usize = 450;
 
 #[tokio::test]

@@ -30,7 +30,7 @@ use super::store::{COLUMNS, Row};
 use crate::store::{Backend, PerBackend, Store, db_error, rfc3339};
 
 /// Rows each retrieval pass takes from the full-text index, newest first,
-/// before they are ranked in Rust.
+/// before they are ranked.
 ///
 /// Why a bound: scoring every lexical match is what made search slow. With
 /// common words a 2-3 word query over 100,000 memories matches about a
@@ -38,12 +38,16 @@ use crate::store::{Backend, PerBackend, Store, db_error, rfc3339};
 /// those ~36,000 rows, joined and sorted them (about 70 ms of CPU per query
 /// on SQLite, 250 ms on PostgreSQL; seconds under load). Taking a bounded
 /// number of rows in index order (FTS5 rowid, PostgreSQL's
-/// `memories_by_update`) costs the same whatever the store's size. Why 200:
-/// four times the largest page a caller may ask for (50), so recency, pins
-/// and recall counts still have room to reorder what the text found; a pass
-/// that matches fewer rows than this returns all of them, so small stores
-/// rank exactly as an exhaustive scan would.
-const CANDIDATES: i64 = 200;
+/// `memories_by_update`) costs the same whatever the store's size. Why 100:
+/// twice the largest page a caller may ask for (50), so the two passes
+/// together weigh up to four times it and recency, pins and recall counts
+/// still have room to reorder what the text found. Each row weighed is
+/// read, joined and scored: at 200 a pass, search served two thirds of the
+/// queries it serves at 100. Why not fewer, or fewer for smaller pages: the
+/// bound is the same whatever the page, so a smaller page is always the top
+/// of a larger one. A pass that matches fewer rows than this returns all of
+/// them, so small stores rank exactly as an exhaustive scan would.
+const CANDIDATES: i64 = 100;
 const DAY_MS: f64 = 86_400_000.0;
 /// ln(0.5), for the recency half-life in SQL (`exp(ln(0.5) × t)` = `0.5 ^ t`).
 const LN_HALF: f64 = -std::f64::consts::LN_2;
