@@ -184,6 +184,25 @@ async fn the_profile_is_kept_per_namespace_and_searched() {
             .await
             .unwrap();
         assert_eq!(same["version"], 2, "{n}");
+        // read back whole (on SQLite a read on the calling thread)
+        let got = h.call("profile.get", json!({})).await.unwrap();
+        assert_eq!(
+            (
+                &got["persona"],
+                &got["preferences"],
+                &got["goals"],
+                &got["version"]
+            ),
+            (
+                &json!("Dana, staff engineer"),
+                &json!("vegetarian; short answers"),
+                &json!("ship v2"),
+                &json!(2)
+            ),
+            "{n}"
+        );
+        assert!(got["updated_at"].is_string(), "{n}: {got}");
+        assert_eq!(got["updated_at"], goals["updated_at"], "{n}");
         let (persona, version): (String, i64) =
             sqlx::query_as("SELECT persona, version FROM profile WHERE namespace = 'main'")
                 .fetch_one(h.store().reader())

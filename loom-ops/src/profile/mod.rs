@@ -15,9 +15,10 @@ use crate::store::{Store, now_ms, rfc3339};
 #[loom_op(role = "viewer", idempotent)]
 async fn get(cx: &OpCx, _input: ProfileGet) -> OpResult<Profile> {
     let store = cx.service::<Store>()?;
-    let mut conn = store.read().await?;
-    require_namespace(&mut conn, cx).await?;
-    store::load(&mut conn, cx).await
+    if !cx.scope.namespace_found {
+        require_namespace(&mut *store.read().await?, cx).await?;
+    }
+    store::read(store, cx).await
 }
 
 /// Replaces the profile sections it names (persona, preferences, goals) and

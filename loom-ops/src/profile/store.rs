@@ -4,7 +4,7 @@ use loom_core::{OpCx, OpResult};
 use sqlx::AnyConnection;
 
 use super::model::Profile;
-use crate::store::{db_error, rfc3339};
+use crate::store::{Store, db_error, first_row, rfc3339};
 
 #[derive(sqlx::FromRow)]
 struct Row {
@@ -15,17 +15,42 @@ struct Row {
     updated_ms: i64,
 }
 
+const LOAD: &str = "SELECT persona, preferences, goals, version, updated_ms FROM profile \
+                    WHERE org = $1 AND namespace = $2";
+
 /// The namespace's profile (empty, version 0, when never set).
 pub async fn load(conn: &mut AnyConnection, cx: &OpCx) -> OpResult<Profile> {
-    let row: Option<Row> = sqlx::query_as(
-        "SELECT persona, preferences, goals, version, updated_ms FROM profile WHERE org = $1 AND namespace = $2",
-    )
-    .bind(&cx.scope.org)
-    .bind(&cx.scope.namespace)
-    .fetch_optional(conn)
-    .await
-    .map_err(db_error)?;
-    Ok(match row {
+    let row: Option<Row> = sqlx::query_as(LOAD)
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .fetch_optional(conn)
+        .await
+        .map_err(db_error)?;
+    Ok(profile(cx, row))
+}
+
+/// [`load`] as a read of its own: a primary-key lookup, so on SQLite a
+/// point read on the calling thread ([`Store::read_inline`]).
+pub async fn read(store: &Store, cx: &OpCx) -> OpResult<Profile> {
+    let inline = store.read_inline(|conn| {
+        first_row(conn, LOAD, &[&cx.scope.org, &cx.scope.namespace], |r| {
+            Ok(Row {
+                persona: r.get(0)?,
+                preferences: r.get(1)?,
+                goals: r.get(2)?,
+                version: r.get(3)?,
+                updated_ms: r.get(4)?,
+            })
+        })
+    });
+    match inline {
+        Some(row) => Ok(profile(cx, row?)),
+        None => load(&mut *store.read().await?, cx).await,
+    }
+}
+
+fn profile(cx: &OpCx, row: Option<Row>) -> Profile {
+    match row {
         None => Profile {
             namespace: cx.scope.namespace.clone(),
             ..Profile::default()
@@ -38,7 +63,7 @@ pub async fn load(conn: &mut AnyConnection, cx: &OpCx) -> OpResult<Profile> {
             version: r.version,
             updated_at: Some(rfc3339(r.updated_ms)),
         },
-    })
+    }
 }
 
 /// Writes `p` as version `p.version` over version `p.version - 1`; false

@@ -9,7 +9,7 @@ use self::model::{ProfileHit, SearchQuery, SearchResults};
 use crate::memory::rank::{self, SearchFilter};
 use crate::memory::read::record_exposures;
 use crate::scope::require_namespace;
-use crate::store::{Store, db_error, now_ms};
+use crate::store::{Store, all_rows, db_error, now_ms};
 
 /// The hits per section when top_k is not given.
 const DEFAULT_TOP_K: i64 = 10;
@@ -27,22 +27,30 @@ pub struct SearchSettings {
 /// memory-kind (memory, personal) namespaces — those its token names, or,
 /// for a token that names none (it reaches its whole org), the org's — in
 /// name order, up to the fan-out cap.
-async fn namespaces(conn: &mut sqlx::AnyConnection, cx: &OpCx) -> OpResult<Vec<String>> {
+///
+/// The org's namespaces are a range of the namespaces table's primary key:
+/// on SQLite a read on the calling thread ([`Store::read_inline`]).
+async fn namespaces(store: &Store, cx: &OpCx) -> OpResult<Vec<String>> {
+    const MEMORY_KIND: &str = "SELECT namespace FROM namespaces \
+        WHERE org = $1 AND kind IN ('memory', 'personal') ORDER BY namespace";
     let fan_out = cx
         .services()
         .get::<SearchSettings>()
         .map_or(FAN_OUT, |s| s.fan_out.max(1));
     let mut out = vec![cx.scope.namespace.clone()];
-    let memory_kind: Vec<(String,)> = sqlx::query_as(
-        "SELECT namespace FROM namespaces WHERE org = $1 AND kind IN ('memory', 'personal') ORDER BY namespace",
-    )
-    .bind(&cx.scope.org)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(db_error)?;
+    let inline =
+        store.read_inline(|conn| all_rows(conn, MEMORY_KIND, &[&cx.scope.org], |r| r.get(0)));
+    let memory_kind: Vec<String> = match inline {
+        Some(found) => found?,
+        None => sqlx::query_scalar(MEMORY_KIND)
+            .bind(&cx.scope.org)
+            .fetch_all(&mut *store.read().await?)
+            .await
+            .map_err(db_error)?,
+    };
     let reachable =
         |ns: &str| cx.caller.namespaces.is_empty() || cx.caller.namespaces.iter().any(|n| n == ns);
-    for (ns,) in memory_kind {
+    for ns in memory_kind {
         if out.len() >= fan_out {
             break;
         }
@@ -64,11 +72,13 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     let top_k = input.top_k.unwrap_or(DEFAULT_TOP_K).clamp(1, 50);
     let terms = rank::terms(&input.query);
     let now = now_ms();
-    let mut conn = store.read().await?;
-    require_namespace(&mut conn, cx).await?;
-    let namespaces = namespaces(&mut conn, cx).await?;
-    drop(conn);
-    let memory = async {
+    if !cx.scope.namespace_found {
+        require_namespace(&mut *store.read().await?, cx).await?;
+    }
+    let namespaces = namespaces(store, cx).await?;
+    let profile = crate::profile::store::read(store, cx).await?;
+    // The read connection goes back to the pool before the exposures are queued.
+    let memory = {
         let mut conn = store.read().await?;
         let mut hits = Vec::new();
         for ns in &namespaces {
@@ -82,14 +92,8 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
         }
         hits.sort_by(|a, b| rank::score(&b.1).total_cmp(&rank::score(&a.1)));
         hits.truncate(top_k as usize);
-        Ok::<_, loom_core::LoomError>(hits)
+        hits
     };
-    let profile = async {
-        let mut conn = store.read().await?;
-        crate::profile::store::load(&mut conn, cx).await
-    };
-    let (memory, profile) = tokio::join!(memory, profile);
-    let (memory, profile) = (memory?, profile?);
     record_exposures(cx, memory.iter().map(|(row, _)| row), now).await?;
     let mut profile_hits: Vec<ProfileHit> = [
         ("persona", profile.persona),

@@ -159,6 +159,24 @@ pub fn first_row<T>(
     rows.next()?.map(decode).transpose()
 }
 
+/// Every row `sql` answers with `values` bound, decoded by `decode`. For
+/// statements bounded by an index (an org's namespaces), not scans.
+pub fn all_rows<T>(
+    conn: &Connection,
+    sql: &str,
+    values: &[&dyn ToSql],
+    mut decode: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    bind_numbered(&mut stmt, values)?;
+    let mut rows = stmt.raw_query();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(decode(row)?);
+    }
+    Ok(out)
+}
+
 impl Store {
     /// Runs `read` on the calling thread, on SQLite (see the module doc).
     /// `None`: no inline reads here (PostgreSQL, SQLite in memory, a busy

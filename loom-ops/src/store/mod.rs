@@ -30,7 +30,7 @@ mod tx;
 pub use batch::{BatchSink, BatchWriter};
 pub use error::db_error;
 pub use gates::{GrantRow, IdemBegin, NamespaceAccess, SIGNING_KEY_SETTING};
-pub use inline::first_row;
+pub use inline::{all_rows, first_row};
 pub(crate) use multirow::{AnyQuery, execute_chunked};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
