@@ -192,12 +192,18 @@ pub async fn spawn(config: Config) -> Result<RunningServer, String> {
             )
         })?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let refresh = app
-        .config
-        .load_revocations
-        .then(|| start_revocation_refresh(app.clone()));
+    // Background tasks that end with the server.
+    let mut background: Vec<JoinHandle<()>> = Vec::new();
+    if app.config.load_revocations {
+        background.push(start_revocation_refresh(app.clone()));
+    }
+    if let (true, Some(every)) = (app.config.workers, app.config.fts_merge_idle)
+        && app.store.backend() == loom_ops::store::Backend::Sqlite
+    {
+        background.push(crate::workers::full_text::start(app.clone(), every));
+    }
     let (stop, stopped) = oneshot::channel();
-    let task = tokio::spawn(serve(app.clone(), listener, stopped, refresh));
+    let task = tokio::spawn(serve(app.clone(), listener, stopped, background));
     Ok(RunningServer {
         addr,
         app,
@@ -210,7 +216,7 @@ async fn serve(
     app: Arc<App>,
     listener: TcpListener,
     mut stop: oneshot::Receiver<()>,
-    refresh: Option<JoinHandle<()>>,
+    background: Vec<JoinHandle<()>>,
 ) {
     let router =
         crate::transport::http::router(app.clone()).merge(crate::oauth::routes(app.clone()));
@@ -249,6 +255,11 @@ async fn serve(
         }
     }
     drop(listener);
+    // Background work stops first (a merge step it leaves is rolled back),
+    // so the writer is the in-flight calls'.
+    for task in &background {
+        task.abort();
+    }
     tracing::info!("shutting down: finishing in-flight calls");
     // One grace period for both: the connections, then the calls whose
     // client went away (they run on after their connection closed).
@@ -266,9 +277,6 @@ async fn serve(
             running = app.calls.len(),
             "in-flight calls did not finish within the grace period"
         );
-    }
-    if let Some(refresh) = refresh {
-        refresh.abort();
     }
     app.ledger.close().await;
     app.usage.close().await;

@@ -81,6 +81,9 @@ pub struct Config {
     /// `LOOM_WORKERS` (true): run background workers (the MCP session-run
     /// sweep). A deployment where no replica runs them keeps idle runs open.
     pub workers: bool,
+    /// `LOOM_FTS_MERGE_IDLE_SECS` (5; 0 turns it off): on SQLite, merge the
+    /// full-text index once nobody has written it for this long (a worker).
+    pub fts_merge_idle: Option<Duration>,
     /// `LOOM_OAUTH_ENABLED` (false): serve OAuth 2.1 sign-in (`/oauth/*`, discovery).
     pub oauth_enabled: bool,
     /// `LOOM_OAUTH_ISSUER`: the public base URL (`https://host[:port]`, no path);
@@ -222,6 +225,7 @@ impl Default for Config {
             load_revocations: true,
             mcp: Default::default(),
             workers: true,
+            fts_merge_idle: Some(Duration::from_secs(5)),
             search_fan_out: loom_ops::search::FAN_OUT,
             oauth_enabled: false,
             oauth_issuer: None,
@@ -402,6 +406,13 @@ impl Config {
         if let Some(v) = get("LOOM_WORKERS") {
             c.workers = parse_bool("LOOM_WORKERS", v)?;
         }
+        if let Some(v) = get("LOOM_FTS_MERGE_IDLE_SECS") {
+            c.fts_merge_idle =
+                match parse::<u32>("LOOM_FTS_MERGE_IDLE_SECS", v, "a whole number of seconds")? {
+                    0 => None,
+                    n => Some(Duration::from_secs(u64::from(n))),
+                };
+        }
         if let Some(v) = get("LOOM_LOG") {
             c.log_filter = v.trim().to_owned();
         }
@@ -558,6 +569,18 @@ mod tests {
         assert!(e.contains("LOOM_AUTH_REQUIRED"), "{e}");
         let e = Config::from_vars(&vars(&[("LOOM_RATE_LIMIT_WRITE_PER_MIN", "0")])).unwrap_err();
         assert!(e.contains("LOOM_RATE_LIMIT_WRITE_PER_MIN"), "{e}");
+    }
+
+    #[test]
+    fn the_full_text_merge_waits_five_quiet_seconds_unless_told_otherwise() {
+        let c = Config::from_vars(&HashMap::new()).unwrap();
+        assert_eq!(c.fts_merge_idle, Some(Duration::from_secs(5)));
+        let c = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "60")])).unwrap();
+        assert_eq!(c.fts_merge_idle, Some(Duration::from_secs(60)));
+        let c = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "0")])).unwrap();
+        assert_eq!(c.fts_merge_idle, None);
+        let e = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "-1")])).unwrap_err();
+        assert!(e.contains("LOOM_FTS_MERGE_IDLE_SECS"), "{e}");
     }
 
     #[test]

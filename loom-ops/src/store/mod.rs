@@ -14,6 +14,7 @@
 
 mod batch;
 mod error;
+mod full_text;
 mod gates;
 mod group;
 mod inline;
@@ -29,6 +30,7 @@ mod tx;
 
 pub use batch::{BatchSink, BatchWriter};
 pub use error::db_error;
+pub use full_text::{FullTextState, Merged};
 pub use gates::{GrantRow, IdemBegin, NamespaceAccess, SIGNING_KEY_SETTING};
 pub use inline::{all_rows, first_row};
 pub(crate) use multirow::{AnyQuery, execute_chunked};

@@ -1,4 +1,5 @@
 //! Background workers. Each is optional (`LOOM_WORKERS=false` runs none)
 //! and safe to run on every replica at once.
 
+pub mod full_text;
 pub mod session_runs;
