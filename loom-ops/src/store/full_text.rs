@@ -20,7 +20,8 @@ use loom_core::OpResult;
 use super::{Backend, Store, db_error};
 
 /// Pages one merge step writes (FTS5's `merge` command with -N): ~10-30
-/// ms of the writer, which other writes wait behind.
+/// ms of the writer, which other writes wait behind; steps are as far
+/// apart as they are long.
 const STEP_PAGES: i64 = 200;
 /// A quiet index is merged from this many segments up: fewer cost a search
 /// little, and each merge rewrites the whole index.
@@ -98,8 +99,16 @@ impl Store {
         };
         // The first step adds the segment it merges into.
         let mut most = now.segments + 1;
-        while merged.steps < MOST_STEPS && self.merge_full_text_step().await? {
+        loop {
+            let started = std::time::Instant::now();
+            if merged.steps >= MOST_STEPS || !self.merge_full_text_step().await? {
+                break;
+            }
             merged.steps += 1;
+            // Paced: the writer is free at least half the time, so the
+            // batched bookkeeping of reads (recall counts, the ledger)
+            // never queues behind a merge's steps back to back.
+            tokio::time::sleep(started.elapsed()).await;
             let Some(after) = self.full_text_state().await? else {
                 break;
             };
