@@ -20,8 +20,8 @@ use loom_core::OpResult;
 use super::{Backend, Store, db_error};
 
 /// Pages one merge step writes (FTS5's `merge` command with -N): ~10-30
-/// ms of the writer, which other writes wait behind; steps are as far
-/// apart as they are long.
+/// ms of the writer, which other writes wait behind; a pause three times
+/// as long follows each.
 const STEP_PAGES: i64 = 200;
 /// A quiet index is merged from this many segments up: fewer cost a search
 /// little, and each merge rewrites the whole index.
@@ -105,10 +105,11 @@ impl Store {
                 break;
             }
             merged.steps += 1;
-            // Paced: the writer is free at least half the time, so the
-            // batched bookkeeping of reads (recall counts, the ledger)
-            // never queues behind a merge's steps back to back.
-            tokio::time::sleep(started.elapsed()).await;
+            // Paced: a step takes the writer and a core; the pause after
+            // it is three times as long, so under load the batched
+            // bookkeeping of reads (recall counts, the ledger) and the
+            // reads themselves keep most of both while a merge runs.
+            tokio::time::sleep(started.elapsed() * 3).await;
             let Some(after) = self.full_text_state().await? else {
                 break;
             };
