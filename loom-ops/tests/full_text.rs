@@ -9,14 +9,20 @@ async fn segments(h: &common::Harness) -> i64 {
     h.store().full_text_state().await.unwrap().unwrap().segments
 }
 
-#[tokio::test]
-async fn a_quiet_index_in_many_segments_is_merged_into_one_and_still_answers() {
+/// A SQLite store whose full-text index does not merge by itself, so
+/// every write leaves a segment of its own.
+async fn without_automerge() -> common::Harness {
     let h = common::sqlite().await;
-    // Without FTS5's automerge every write leaves a segment of its own.
     sqlx::query("INSERT INTO memories_fts (memories_fts, rank) VALUES ('automerge', 0)")
         .execute(h.store().writer())
         .await
         .unwrap();
+    h
+}
+
+#[tokio::test]
+async fn a_quiet_index_in_many_segments_is_merged_into_one_and_still_answers() {
+    let h = without_automerge().await;
     for i in 0..12 {
         h.call(
             "memory.set",
@@ -70,11 +76,7 @@ async fn a_quiet_index_in_many_segments_is_merged_into_one_and_still_answers() {
 
 #[tokio::test]
 async fn an_index_written_between_two_looks_is_left_alone() {
-    let h = common::sqlite().await;
-    sqlx::query("INSERT INTO memories_fts (memories_fts, rank) VALUES ('automerge', 0)")
-        .execute(h.store().writer())
-        .await
-        .unwrap();
+    let h = without_automerge().await;
     let set = |i: usize| {
         h.call(
             "memory.set",
