@@ -2,7 +2,7 @@
 
 use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 
-use crate::store::db_error;
+use crate::store::{Store, db_error};
 
 /// Refuses a call whose namespace does not exist in its org. The
 /// pipeline's authorization usually found it already
@@ -29,4 +29,14 @@ pub async fn require_namespace(conn: &mut sqlx::AnyConnection, cx: &OpCx) -> OpR
         )
         .with_detail("namespace", cx.scope.namespace.clone())),
     }
+}
+
+/// [`require_namespace`] for an op that needs no connection of its own:
+/// a connection is taken only when the pipeline has not found the
+/// namespace already.
+pub async fn require_namespace_in(store: &Store, cx: &OpCx) -> OpResult<()> {
+    if cx.scope.namespace_found {
+        return Ok(());
+    }
+    require_namespace(&mut *store.read().await?, cx).await
 }

@@ -11,7 +11,7 @@ use super::store::{self as sql, ListFilter, Row, VersionRow};
 use super::usage::{self, Served};
 use super::validate::{self, invalid, labels_from_json};
 use super::write::not_found;
-use crate::scope::require_namespace;
+use crate::scope::{require_namespace, require_namespace_in};
 use crate::store::{Store, now_ms, rfc3339};
 
 /// The output fields `fields` may name.
@@ -148,9 +148,7 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
     let now = now_ms();
     // A read: no transaction. What the serving leaves behind (the recall,
     // the exposure rows) goes to the usage log.
-    if !cx.scope.namespace_found {
-        require_namespace(&mut *store.read().await?, cx).await?;
-    }
+    require_namespace_in(store, cx).await?;
 
     let mut served = Vec::new();
     let mut got =

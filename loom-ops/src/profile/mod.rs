@@ -7,7 +7,7 @@ use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
 
 use self::model::{Profile, ProfileGet, ProfileSet};
 use crate::memory::validate;
-use crate::scope::require_namespace;
+use crate::scope::{require_namespace, require_namespace_in};
 use crate::store::{Store, now_ms, rfc3339};
 
 /// Reads the namespace's profile: persona, preferences and goals. Use it at
@@ -15,9 +15,7 @@ use crate::store::{Store, now_ms, rfc3339};
 #[loom_op(role = "viewer", idempotent)]
 async fn get(cx: &OpCx, _input: ProfileGet) -> OpResult<Profile> {
     let store = cx.service::<Store>()?;
-    if !cx.scope.namespace_found {
-        require_namespace(&mut *store.read().await?, cx).await?;
-    }
+    require_namespace_in(store, cx).await?;
     store::read(store, cx).await
 }
 

@@ -8,7 +8,7 @@ use loom_core::{OpCx, OpResult, loom_op};
 use self::model::{ProfileHit, SearchQuery, SearchResults};
 use crate::memory::rank::{self, SearchFilter};
 use crate::memory::read::record_exposures;
-use crate::scope::require_namespace;
+use crate::scope::require_namespace_in;
 use crate::store::{Store, all_rows, db_error, now_ms};
 
 /// The hits per section when top_k is not given.
@@ -72,9 +72,7 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     let top_k = input.top_k.unwrap_or(DEFAULT_TOP_K).clamp(1, 50);
     let terms = rank::terms(&input.query);
     let now = now_ms();
-    if !cx.scope.namespace_found {
-        require_namespace(&mut *store.read().await?, cx).await?;
-    }
+    require_namespace_in(store, cx).await?;
     let namespaces = namespaces(store, cx).await?;
     let profile = crate::profile::store::read(store, cx).await?;
     // The read connection goes back to the pool before the exposures are queued.
