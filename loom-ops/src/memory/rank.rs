@@ -161,14 +161,35 @@ fn match_expr(backend: Backend, terms: &[String], pass: Pass) -> String {
     }
 }
 
+/// A query's terms with their document frequencies (SQLite's ranking
+/// input, see [`DocFreqs`](super::doc_freq::DocFreqs)): counted once,
+/// for every namespace a search reads.
+pub struct Counted<'a> {
+    terms: &'a [String],
+    /// `loom_bm25`'s frequencies argument; `None` on PostgreSQL.
+    frequencies: Option<String>,
+}
+
+impl<'a> Counted<'a> {
+    /// Counts what `terms` need for ranking on `store`'s backend.
+    pub async fn count(
+        conn: &mut AnyConnection,
+        store: &Store,
+        terms: &'a [String],
+    ) -> OpResult<Counted<'a>> {
+        let frequencies = match store.backend() {
+            Backend::Sqlite if !terms.is_empty() => Some(loom_fts5::frequencies(
+                &store.doc_freqs().counts(conn, terms).await?,
+            )),
+            _ => None,
+        };
+        Ok(Counted { terms, frequencies })
+    }
+}
+
 /// The live memories of the namespace (the call's, or `filter.namespace`)
-/// that match `terms`, best first, at most `limit`.
-///
-/// One statement retrieves the candidates (both passes), scores them and
-/// returns only the page, whole: the hundreds of candidates a query weighs
-/// never leave the database. Fetched one by one through the driver (on
-/// SQLite each row is a message from the connection's thread), they had
-/// cost more than the full-text work itself.
+/// that match `terms`, best first, at most `limit`: [`search_counted`]
+/// for one namespace.
 pub async fn search(
     conn: &mut AnyConnection,
     store: &Store,
@@ -178,18 +199,32 @@ pub async fn search(
     limit: usize,
     now: i64,
 ) -> OpResult<Vec<(Row, ScoreParts)>> {
+    let counted = Counted::count(conn, store, terms).await?;
+    search_counted(conn, store.backend(), cx, &counted, filter, limit, now).await
+}
+
+/// [`search`] with the terms counted already.
+///
+/// One statement retrieves the candidates (both passes), scores them and
+/// returns only the page, whole: the hundreds of candidates a query weighs
+/// never leave the database. Fetched one by one through the driver (on
+/// SQLite each row is a message from the connection's thread), they had
+/// cost more than the full-text work itself.
+pub async fn search_counted(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    cx: &OpCx,
+    counted: &Counted<'_>,
+    filter: &SearchFilter<'_>,
+    limit: usize,
+    now: i64,
+) -> OpResult<Vec<(Row, ScoreParts)>> {
+    let terms = counted.terms;
     if terms.is_empty() {
         return Ok(Vec::new());
     }
-    let backend = store.backend();
     // With one term both passes are the same.
     let both = terms.len() > 1;
-    let frequencies = match backend {
-        Backend::Sqlite => Some(loom_fts5::frequencies(
-            &store.doc_freqs().counts(conn, terms).await?,
-        )),
-        Backend::Postgres => None,
-    };
     let mut query = sqlx::query_as::<_, Ranked>(ranked_sql(backend, both))
         .bind(match_expr(backend, terms, Pass::Any))
         .bind(&cx.scope.org)
@@ -199,8 +234,8 @@ pub async fn search(
         .bind(filter.kind.unwrap_or(""))
         .bind(CANDIDATES)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX));
-    if let Some(frequencies) = frequencies {
-        query = query.bind(frequencies);
+    if let Some(frequencies) = &counted.frequencies {
+        query = query.bind(frequencies.as_str());
     }
     if both {
         query = query.bind(match_expr(backend, terms, Pass::All));

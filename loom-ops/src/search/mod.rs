@@ -78,6 +78,8 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     // The read connection goes back to the pool before the exposures are queued.
     let memory = {
         let mut conn = store.read().await?;
+        // The words are counted once for every namespace read.
+        let counted = rank::Counted::count(&mut conn, store, &terms).await?;
         let mut hits = Vec::new();
         for ns in &namespaces {
             let filter = SearchFilter {
@@ -85,7 +87,16 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
                 ..SearchFilter::default()
             };
             hits.extend(
-                rank::search(&mut conn, store, cx, &terms, &filter, top_k as usize, now).await?,
+                rank::search_counted(
+                    &mut conn,
+                    store.backend(),
+                    cx,
+                    &counted,
+                    &filter,
+                    top_k as usize,
+                    now,
+                )
+                .await?,
             );
         }
         hits.sort_by(|a, b| rank::score(&b.1).total_cmp(&rank::score(&a.1)));
