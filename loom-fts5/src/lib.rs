@@ -7,7 +7,7 @@
 //! thousands of entries per phrase per query — half of all the CPU a
 //! search used, even though the number barely moves from one query to the
 //! next. Loom's search counts each word once, keeps the count for a while
-//! (loom-ops, `memory::rank`) and passes the counts in:
+//! (loom-ops, `memory::doc_freq`) and passes the counts in:
 //!
 //! ```sql
 //! SELECT -loom_bm25(memories_fts, '1520 87', 2.0, 1.0, 0.5) FROM memories_fts WHERE memories_fts MATCH '"deploy" OR "window"'
@@ -15,7 +15,9 @@
 //!
 //! The first argument after the table is the frequencies, one per phrase of
 //! the MATCH expression in order, as decimal integers separated by spaces;
-//! the rest are column weights, as for `bm25()`. With the counts FTS5 would
+//! the rest are column weights, as for `bm25()`. The frequencies are read
+//! once, at the query's first row, with the table's totals (as `bm25()`
+//! computes its own once per query). With the counts FTS5 would
 //! have made, the score is `bm25()`'s to the last bit (see the tests).
 //!
 //! [`install`] registers the function with every SQLite connection the
@@ -25,7 +27,7 @@
 //! This is the one crate of the workspace that may use `unsafe`: the FTS5
 //! extension API exists only in C. Each block says why it is sound.
 
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
 use std::sync::OnceLock;
 
@@ -197,6 +199,70 @@ macro_rules! check {
     };
 }
 
+/// What every row of one query shares, worked out at its first row and
+/// kept by FTS5 with the cursor (its auxiliary data), as `bm25()` keeps
+/// its own: the frequencies argument parsed, the table's totals, and room
+/// for a row's phrase frequencies.
+struct QueryData {
+    dfs: Vec<i64>,
+    rows: i64,
+    tokens: i64,
+    freqs: Vec<f64>,
+}
+
+/// FTS5's destructor for a [`QueryData`] it keeps.
+unsafe extern "C" fn drop_query_data(data: *mut c_void) {
+    // SAFETY: FTS5 calls this once, with the pointer `query_data` gave it,
+    // which came from `Box::into_raw`.
+    drop(unsafe { Box::from_raw(data.cast::<QueryData>()) });
+}
+
+/// The cursor's [`QueryData`], made and handed to FTS5 at the first row.
+///
+/// # Safety
+/// `api`, `fts` and `dfs_arg` are what FTS5 passed to [`loom_bm25`]; the
+/// reference does not outlive the call.
+unsafe fn query_data<'a>(
+    api: &ffi::Fts5ExtensionApi,
+    fts: *mut ffi::Fts5Context,
+    dfs_arg: *mut ffi::sqlite3_value,
+) -> Result<&'a mut QueryData, Failure> {
+    // SAFETY: FTS5's methods on its own context, out-pointers to locals;
+    // the pointer kept is ours (a `QueryData` from `Box::into_raw`), freed
+    // only by FTS5 through `drop_query_data` when the query ends, and FTS5
+    // calls an auxiliary function for one row at a time.
+    unsafe {
+        let kept = call!(api, xGetAuxdata(fts, 0)).cast::<QueryData>();
+        if !kept.is_null() {
+            return Ok(&mut *kept);
+        }
+        let dfs = parse_frequencies(dfs_arg).ok_or(Failure::Usage(
+            c"loom_bm25: the frequencies must be decimal integers separated by spaces",
+        ))?;
+        let phrases = call!(api, xPhraseCount(fts));
+        if usize::try_from(phrases).ok() != Some(dfs.len()) {
+            return Err(Failure::Usage(
+                c"loom_bm25: give one document frequency per phrase of the query",
+            ));
+        }
+        let (mut rows, mut tokens) = (0_i64, 0_i64);
+        check!(call!(api, xRowCount(fts, &mut rows)));
+        check!(call!(api, xColumnTotalSize(fts, -1, &mut tokens)));
+        let data = Box::into_raw(Box::new(QueryData {
+            freqs: vec![0.0; dfs.len()],
+            dfs,
+            rows,
+            tokens,
+        }));
+        // On failure FTS5 has already called the destructor on `data`.
+        check!(call!(
+            api,
+            xSetAuxdata(fts, data.cast(), Some(drop_query_data))
+        ));
+        Ok(&mut *data)
+    }
+}
+
 /// The score of the cursor's current row.
 ///
 /// # Safety
@@ -211,24 +277,14 @@ unsafe fn row_score(
             c"loom_bm25(table, frequencies, weights...): the document frequencies are missing",
         ));
     };
-    // SAFETY: `dfs_arg` is one of the call's values (the caller's promise).
-    let dfs = unsafe { parse_frequencies(dfs_arg) }.ok_or(Failure::Usage(
-        c"loom_bm25: the frequencies must be decimal integers separated by spaces",
-    ))?;
+    // SAFETY: what FTS5 passed (the caller's promise); `data` lives until
+    // the query ends, beyond this call.
+    let data = unsafe { query_data(api, fts, dfs_arg) }?;
     // SAFETY: FTS5's methods, on its own context, with out-pointers to locals.
     unsafe {
-        let phrases = call!(api, xPhraseCount(fts));
-        if usize::try_from(phrases).ok() != Some(dfs.len()) {
-            return Err(Failure::Usage(
-                c"loom_bm25: give one document frequency per phrase of the query",
-            ));
-        }
-        let (mut rows, mut tokens) = (0_i64, 0_i64);
-        check!(call!(api, xRowCount(fts, &mut rows)));
-        check!(call!(api, xColumnTotalSize(fts, -1, &mut tokens)));
         let mut instances: c_int = 0;
         check!(call!(api, xInstCount(fts, &mut instances)));
-        let mut freqs = vec![0.0_f64; dfs.len()];
+        data.freqs.fill(0.0);
         for i in 0..instances {
             let (mut phrase, mut column, mut offset): (c_int, c_int, c_int) = (0, 0, 0);
             check!(call!(
@@ -239,17 +295,26 @@ unsafe fn row_score(
                 .ok()
                 .and_then(|c| weights.get(c))
                 .map_or(1.0, |&w| ffi::sqlite3_value_double(w));
-            if let Some(f) = usize::try_from(phrase).ok().and_then(|p| freqs.get_mut(p)) {
+            if let Some(f) = usize::try_from(phrase)
+                .ok()
+                .and_then(|p| data.freqs.get_mut(p))
+            {
                 *f += weight;
             }
         }
         let mut row_tokens: c_int = 0;
         check!(call!(api, xColumnSize(fts, -1, &mut row_tokens)));
-        if rows <= 0 || tokens <= 0 {
+        if data.rows <= 0 || data.tokens <= 0 {
             // Only an empty table has no tokens, and it matches nothing.
             return Ok(0.0);
         }
-        Ok(bm25(rows, tokens, i64::from(row_tokens), &freqs, &dfs))
+        Ok(bm25(
+            data.rows,
+            data.tokens,
+            i64::from(row_tokens),
+            &data.freqs,
+            &data.dfs,
+        ))
     }
 }
 
