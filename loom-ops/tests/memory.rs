@@ -953,6 +953,48 @@ async fn concurrent_sets_of_a_new_key_both_land_as_versions() {
     }
 }
 
+/// Sets that race on one existing key: on SQLite each is planned on the
+/// committed row and written in one step, so all but one of a group lose
+/// the race and must land through the path that reads under the writer.
+/// None is lost, each version holds the content of the set that got it, and
+/// every change has exactly one audit row.
+#[tokio::test]
+async fn racing_sets_of_one_key_each_land_as_their_own_version() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call("memory.set", json!({"memory_key": "hot", "content": "v1"}))
+            .await
+            .unwrap();
+        let sets = (0..16).map(|i| {
+            h.call(
+                "memory.set",
+                json!({"memory_key": "hot", "content": format!("racer {i}")}),
+            )
+        });
+        let answers = futures_util::future::join_all(sets).await;
+        let mut got = Vec::new();
+        for (i, a) in answers.into_iter().enumerate() {
+            let a = a.unwrap();
+            assert_eq!(a["changed"], true, "{n}");
+            let version = a["version"].as_i64().unwrap();
+            let (content,): (String,) = sqlx::query_as(
+                "SELECT content FROM memory_versions WHERE memory_key = 'hot' AND version = $1",
+            )
+            .bind(version)
+            .fetch_one(h.store().reader())
+            .await
+            .unwrap();
+            assert_eq!(content, format!("racer {i}"), "{n}");
+            got.push(version);
+        }
+        got.sort();
+        assert_eq!(got, (2..=17).collect::<Vec<i64>>(), "{n}");
+        assert_eq!(versions(&h, "hot").await, 17, "{n}");
+        let audited = h.audit("memory.set").await;
+        assert_eq!(audited, vec!["ok"; 17], "{n}");
+    }
+}
+
 #[tokio::test]
 async fn every_apply_action_changes_exactly_what_its_dry_run_reported() {
     for h in common::all().await {

@@ -10,7 +10,9 @@ use sqlx::AnyConnection;
 use super::model::{Memory, MemoryVersion};
 use super::usage::Served;
 use super::validate::labels_from_json;
-use crate::store::{AnyQuery, Backend, PerBackend, Store, db_error, first_row, rfc3339};
+use crate::store::{
+    AnyQuery, Backend, PerBackend, Store, all_rows, db_error, first_row, one_step_sql, rfc3339,
+};
 
 /// The columns [`Row`] reads, in order.
 pub const COLUMNS: &str = "org, namespace, agent, memory_key, content, kind, labels, source, content_hash, \
@@ -73,6 +75,13 @@ impl Row {
     }
 }
 
+/// [`own`]'s statement.
+static OWN: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4"
+    )
+});
+
 /// The row of exactly this agent, deleted or not.
 pub async fn own(
     conn: &mut AnyConnection,
@@ -80,16 +89,14 @@ pub async fn own(
     agent: &str,
     key: &str,
 ) -> OpResult<Option<Row>> {
-    sqlx::query_as::<_, Row>(&format!(
-        "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4"
-    ))
-    .bind(&cx.scope.org)
-    .bind(&cx.scope.namespace)
-    .bind(agent)
-    .bind(key)
-    .fetch_optional(conn)
-    .await
-    .map_err(db_error)
+    sqlx::query_as::<_, Row>(&OWN)
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(agent)
+        .bind(key)
+        .fetch_optional(conn)
+        .await
+        .map_err(db_error)
 }
 
 /// The row a caller means by `key`: an explicitly named agent's row; else
@@ -213,30 +220,45 @@ impl RowWithRun {
     /// columns of [`COLUMNS`] in order, then `run_id`.
     fn from_sqlite(r: &rusqlite::Row<'_>) -> rusqlite::Result<RowWithRun> {
         Ok(RowWithRun {
-            row: Row {
-                org: r.get(0)?,
-                namespace: r.get(1)?,
-                agent: r.get(2)?,
-                memory_key: r.get(3)?,
-                content: r.get(4)?,
-                kind: r.get(5)?,
-                labels: r.get(6)?,
-                source: r.get(7)?,
-                content_hash: r.get(8)?,
-                version: r.get(9)?,
-                pinned: r.get(10)?,
-                locked: r.get(11)?,
-                deleted: r.get(12)?,
-                expires_ms: r.get(13)?,
-                recall_count: r.get(14)?,
-                last_recall_ms: r.get(15)?,
-                created_ms: r.get(16)?,
-                updated_ms: r.get(17)?,
-            },
+            row: Row::from_sqlite(r)?,
             run_id: r.get(18)?,
         })
     }
 }
+
+impl Row {
+    /// Decodes the columns of [`COLUMNS`], in order, read through rusqlite.
+    fn from_sqlite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+        Ok(Row {
+            org: r.get(0)?,
+            namespace: r.get(1)?,
+            agent: r.get(2)?,
+            memory_key: r.get(3)?,
+            content: r.get(4)?,
+            kind: r.get(5)?,
+            labels: r.get(6)?,
+            source: r.get(7)?,
+            content_hash: r.get(8)?,
+            version: r.get(9)?,
+            pinned: r.get(10)?,
+            locked: r.get(11)?,
+            deleted: r.get(12)?,
+            expires_ms: r.get(13)?,
+            recall_count: r.get(14)?,
+            last_recall_ms: r.get(15)?,
+            created_ms: r.get(16)?,
+            updated_ms: r.get(17)?,
+        })
+    }
+}
+
+/// [`set_guards`]' statement: a row `(0, count of locked rows)`, then
+/// `(1, pattern)` per blacklist pattern in order.
+const SET_GUARDS: &str = "SELECT CAST(0 AS BIGINT) AS part, CAST(COUNT(*) AS TEXT) AS value FROM memories \
+     WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND locked = 1 \
+     UNION ALL \
+     SELECT CAST(1 AS BIGINT), pattern FROM blacklist WHERE org = $1 AND namespace = $2 \
+     ORDER BY part, value";
 
 /// What a `memory.set` of `key` must respect, in one statement (on SQLite
 /// every statement of a write is a round trip the other writes wait on):
@@ -247,19 +269,18 @@ pub async fn set_guards(
     cx: &OpCx,
     key: &str,
 ) -> OpResult<(bool, Vec<String>)> {
-    let rows: Vec<(i64, String)> = sqlx::query_as(
-        "SELECT CAST(0 AS BIGINT) AS part, CAST(COUNT(*) AS TEXT) AS value FROM memories \
-         WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND locked = 1 \
-         UNION ALL \
-         SELECT CAST(1 AS BIGINT), pattern FROM blacklist WHERE org = $1 AND namespace = $2 \
-         ORDER BY part, value",
-    )
-    .bind(&cx.scope.org)
-    .bind(&cx.scope.namespace)
-    .bind(key)
-    .fetch_all(conn)
-    .await
-    .map_err(db_error)?;
+    let rows: Vec<(i64, String)> = sqlx::query_as(SET_GUARDS)
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(key)
+        .fetch_all(conn)
+        .await
+        .map_err(db_error)?;
+    Ok(guards(rows))
+}
+
+/// [`SET_GUARDS`]' rows as (any row locked, the patterns).
+fn guards(rows: Vec<(i64, String)>) -> (bool, Vec<String>) {
     let mut locked = false;
     let mut patterns = Vec::new();
     for (part, value) in rows {
@@ -268,41 +289,73 @@ pub async fn set_guards(
             _ => patterns.push(value),
         }
     }
-    Ok((locked, patterns))
+    (locked, patterns)
 }
+
+/// What `memory.set` reads before it writes: [`set_guards`] and the
+/// caller's own row ([`own`]).
+pub struct SetView {
+    /// Whether any agent's row of the key is locked.
+    pub locked: bool,
+    /// The namespace's blacklist patterns, in order.
+    pub patterns: Vec<String>,
+    /// The caller's own row, deleted or not.
+    pub own: Option<Row>,
+}
+
+/// [`SetView`] as point reads on the calling thread, in one read
+/// transaction (SQLite, [`Store::read_inline`]); `None` where there are
+/// none. What it reads is committed; a group's writes not yet committed
+/// are not among it, so a write planned on it must be conditional
+/// ([`insert_in_one_step`], [`save_in_one_step`]).
+pub fn set_view_inline(store: &Store, cx: &OpCx, key: &str) -> Option<OpResult<SetView>> {
+    store.read_inline(|conn| {
+        let tx = conn.unchecked_transaction()?;
+        let rows = all_rows(
+            &tx,
+            SET_GUARDS,
+            &[&cx.scope.org, &cx.scope.namespace, &key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let own = first_row(
+            &tx,
+            &OWN,
+            &[&cx.scope.org, &cx.scope.namespace, &cx.scope.agent, &key],
+            Row::from_sqlite,
+        )?;
+        tx.finish()?;
+        let (locked, patterns) = guards(rows);
+        Ok(SetView {
+            locked,
+            patterns,
+            own,
+        })
+    })
+}
+
+/// The new row's columns in `memories`, for [`INSERT`] and [`insert_args`].
+const INSERT_COLUMNS: &str = "org, namespace, agent, memory_key, content, kind, labels, source, \
+     content_hash, version, pinned, locked, deleted, expires_ms, recall_count, created_ms, updated_ms";
+/// [`INSERT_COLUMNS`]' values, by [`insert_args`]' parameters.
+const INSERT_VALUES: &str =
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 0, $15, $16";
+/// The row at its new version, by [`insert_args`]' parameters.
+const INSERTED: &str =
+    "org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $10";
 
 /// Inserts a new row at version 1, with its snapshot; false when a row for
 /// the key appeared meanwhile.
 pub async fn insert(conn: &mut AnyConnection, cx: &OpCx, row: &Row) -> OpResult<bool> {
-    const INSERT: &str = "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, \
-         source, content_hash, version, pinned, locked, deleted, expires_ms, recall_count, created_ms, updated_ms) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 0, $15, $16) \
-         ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING";
-    // the row at its new version, by the parameters that name it
-    const WRITTEN: &str =
-        "org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $10";
-    static SQL: PerBackend = PerBackend::new(
-        || with_snapshot(Backend::Sqlite, INSERT, WRITTEN, 17),
-        || with_snapshot(Backend::Postgres, INSERT, WRITTEN, 17),
-    );
+    fn sql(backend: Backend) -> String {
+        let insert = format!(
+            "INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({INSERT_VALUES}) \
+             ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING"
+        );
+        with_snapshot(backend, &insert, INSERTED, 17)
+    }
+    static SQL: PerBackend = PerBackend::new(|| sql(Backend::Sqlite), || sql(Backend::Postgres));
     let done = snapshot_args(
-        sqlx::query(SQL.get(Backend::of(conn)))
-            .bind(&row.org)
-            .bind(&row.namespace)
-            .bind(&row.agent)
-            .bind(&row.memory_key)
-            .bind(&row.content)
-            .bind(&row.kind)
-            .bind(&row.labels)
-            .bind(&row.source)
-            .bind(&row.content_hash)
-            .bind(row.version)
-            .bind(row.pinned)
-            .bind(row.locked)
-            .bind(row.deleted)
-            .bind(row.expires_ms)
-            .bind(row.created_ms)
-            .bind(row.updated_ms),
+        insert_args(sqlx::query(SQL.get(Backend::of(conn))), row),
         cx,
         "create",
     )
@@ -311,6 +364,36 @@ pub async fn insert(conn: &mut AnyConnection, cx: &OpCx, row: &Row) -> OpResult<
     .map_err(db_error)?;
     Ok(done.rows_affected() > 0)
 }
+
+/// Binds `row`'s columns as `$1` … `$16` ([`INSERT_VALUES`]).
+fn insert_args<'q>(query: AnyQuery<'q>, row: &'q Row) -> AnyQuery<'q> {
+    query
+        .bind(&row.org)
+        .bind(&row.namespace)
+        .bind(&row.agent)
+        .bind(&row.memory_key)
+        .bind(&row.content)
+        .bind(&row.kind)
+        .bind(&row.labels)
+        .bind(&row.source)
+        .bind(&row.content_hash)
+        .bind(row.version)
+        .bind(row.pinned)
+        .bind(row.locked)
+        .bind(row.deleted)
+        .bind(row.expires_ms)
+        .bind(row.created_ms)
+        .bind(row.updated_ms)
+}
+
+/// [`save`]'s change of the row, by [`save_args`]' parameters.
+const UPDATE: &str = "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, \
+     content_hash = $5, version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, \
+     updated_ms = $11 \
+     WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16";
+/// The row at its new version, by [`save_args`]' parameters.
+const UPDATED: &str =
+    "org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $6";
 
 /// Writes `new` over the row if it is still at `read_version`, with
 /// `new.version` = `read_version` + 1, and its snapshot. False when another
@@ -322,41 +405,83 @@ pub async fn save(
     new: &Row,
     change: &str,
 ) -> OpResult<bool> {
-    const UPDATE: &str = "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, \
-         content_hash = $5, version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, \
-         updated_ms = $11 \
-         WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16";
-    const WRITTEN: &str =
-        "org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $6";
     static SQL: PerBackend = PerBackend::new(
-        || with_snapshot(Backend::Sqlite, UPDATE, WRITTEN, 17),
-        || with_snapshot(Backend::Postgres, UPDATE, WRITTEN, 17),
+        || with_snapshot(Backend::Sqlite, UPDATE, UPDATED, 17),
+        || with_snapshot(Backend::Postgres, UPDATE, UPDATED, 17),
     );
-    let done = snapshot_args(
-        sqlx::query(SQL.get(Backend::of(conn)))
-            .bind(&new.content)
-            .bind(&new.kind)
-            .bind(&new.labels)
-            .bind(&new.source)
-            .bind(&new.content_hash)
-            .bind(read_version + 1)
-            .bind(new.pinned)
-            .bind(new.locked)
-            .bind(new.deleted)
-            .bind(new.expires_ms)
-            .bind(new.updated_ms)
-            .bind(&new.org)
-            .bind(&new.namespace)
-            .bind(&new.agent)
-            .bind(&new.memory_key)
-            .bind(read_version),
-        cx,
-        change,
-    )
-    .execute(&mut *conn)
-    .await
-    .map_err(db_error)?;
+    let query = sqlx::query(SQL.get(Backend::of(conn)));
+    let done = snapshot_args(save_args(query, read_version, new), cx, change)
+        .execute(&mut *conn)
+        .await
+        .map_err(db_error)?;
     Ok(done.rows_affected() > 0)
+}
+
+/// Binds `new` over the row at `read_version` as `$1` … `$16` ([`UPDATE`]).
+fn save_args<'q>(query: AnyQuery<'q>, read_version: i64, new: &'q Row) -> AnyQuery<'q> {
+    query
+        .bind(&new.content)
+        .bind(&new.kind)
+        .bind(&new.labels)
+        .bind(&new.source)
+        .bind(&new.content_hash)
+        .bind(read_version + 1)
+        .bind(new.pinned)
+        .bind(new.locked)
+        .bind(new.deleted)
+        .bind(new.expires_ms)
+        .bind(new.updated_ms)
+        .bind(&new.org)
+        .bind(&new.namespace)
+        .bind(&new.agent)
+        .bind(&new.memory_key)
+        .bind(read_version)
+}
+
+/// No agent's row of the key (`$org`, `$namespace`, `$key`) is locked: the
+/// guard of a write planned on a [`SetView`], checked where it lands.
+fn none_locked(org: &str, namespace: &str, key: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM memories AS held WHERE held.org = {org} \
+         AND held.namespace = {namespace} AND held.memory_key = {key} AND held.locked = 1)"
+    )
+}
+
+/// [`insert`] as the call's whole write, in one step on SQLite
+/// ([`Store::write_in_one_step`]), with the audit row. False, and nothing
+/// written, also when any agent's row of the key is locked: the caller
+/// then takes the path that reads under the writer and says why.
+pub async fn insert_in_one_step(store: &Store, cx: &OpCx, row: &Row) -> OpResult<bool> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        let insert = format!(
+            "INSERT INTO memories ({INSERT_COLUMNS}) SELECT {INSERT_VALUES} WHERE {} \
+             ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING RETURNING version",
+            none_locked("$1", "$2", "$4")
+        );
+        one_step_sql(&with_snapshot(Backend::Sqlite, &insert, INSERTED, 17), 22)
+    });
+    let query = snapshot_args(insert_args(sqlx::query(&SQL), row), cx, "create");
+    Ok(!store.write_in_one_step(cx, query).await?.is_empty())
+}
+
+/// [`save`] as the call's whole write, in one step on SQLite, as
+/// [`insert_in_one_step`].
+pub async fn save_in_one_step(
+    store: &Store,
+    cx: &OpCx,
+    read_version: i64,
+    new: &Row,
+    change: &str,
+) -> OpResult<bool> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        let update = format!(
+            "{UPDATE} AND {} RETURNING version",
+            none_locked("$12", "$13", "$15")
+        );
+        one_step_sql(&with_snapshot(Backend::Sqlite, &update, UPDATED, 17), 22)
+    });
+    let query = snapshot_args(save_args(sqlx::query(&SQL), read_version, new), cx, change);
+    Ok(!store.write_in_one_step(cx, query).await?.is_empty())
 }
 
 /// The `VERSION_CONFLICT` refusal, naming the version now current.

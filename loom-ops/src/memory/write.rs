@@ -6,7 +6,7 @@ use super::model::{MemoryKey, MemorySet, MemoryUpdate, MemoryWritten};
 use super::store::{self as sql, Row};
 use super::validate;
 use crate::blacklist::store as blacklist;
-use crate::scope::require_namespace;
+use crate::scope::{require_namespace, require_namespace_in};
 use crate::store::{Store, now_ms};
 
 /// How often a write re-reads and retries after losing a race it did not
@@ -51,88 +51,179 @@ pub fn written(row: &Row, changed: bool) -> MemoryWritten {
     }
 }
 
+/// `memory.set`'s arguments, checked.
+struct SetValues {
+    key: String,
+    content: String,
+    kind: Option<String>,
+    labels: Option<Vec<String>>,
+    source: Option<String>,
+    expires_ms: Option<i64>,
+    hash: String,
+}
+
+/// What a `memory.set` does to the caller's row as it read it.
+enum Plan {
+    /// No row yet: insert this one, at version 1.
+    Insert(Row),
+    /// Write `new` (at `read_version + 1`) over the row at `read_version`.
+    Save { read_version: i64, new: Row },
+    /// The live row already holds it: change nothing.
+    Unchanged(Row),
+}
+
+impl SetValues {
+    fn check(input: MemorySet) -> OpResult<SetValues> {
+        validate::key("memory_key", &input.memory_key)?;
+        validate::content(&input.content)?;
+        let kind = input.kind.as_deref().map(validate::kind).transpose()?;
+        let labels = input.labels.as_deref().map(validate::labels).transpose()?;
+        let expires_ms = input
+            .expires_at
+            .as_deref()
+            .map(|s| validate::time("expires_at", s))
+            .transpose()?;
+        Ok(SetValues {
+            hash: validate::content_hash(&input.content),
+            key: input.memory_key,
+            content: input.content,
+            kind,
+            labels,
+            source: input.source,
+            expires_ms,
+        })
+    }
+
+    /// The write that sets these values over `cur`, the caller's row.
+    fn plan(&self, cx: &OpCx, cur: Option<Row>, now: i64) -> Plan {
+        let Some(cur) = cur else {
+            return Plan::Insert(Row {
+                org: cx.scope.org.clone(),
+                namespace: cx.scope.namespace.clone(),
+                agent: cx.scope.agent.clone(),
+                memory_key: self.key.clone(),
+                content: self.content.clone(),
+                kind: self
+                    .kind
+                    .clone()
+                    .unwrap_or_else(|| validate::DEFAULT_KIND.to_owned()),
+                labels: validate::labels_json(self.labels.as_deref().unwrap_or_default()),
+                source: self.source.clone().unwrap_or_default(),
+                content_hash: self.hash.clone(),
+                version: 1,
+                pinned: 0,
+                locked: 0,
+                deleted: 0,
+                expires_ms: self.expires_ms,
+                recall_count: 0,
+                last_recall_ms: None,
+                created_ms: now,
+                updated_ms: now,
+            });
+        };
+        let mut new = cur.clone();
+        new.content = self.content.clone();
+        new.content_hash = self.hash.clone();
+        if let Some(k) = &self.kind {
+            new.kind = k.clone();
+        }
+        if let Some(l) = &self.labels {
+            new.labels = validate::labels_json(l);
+        }
+        if let Some(s) = &self.source {
+            new.source = s.clone();
+        }
+        new.expires_ms = self.expires_ms;
+        new.deleted = 0;
+        if same(&cur, &new) && cur.live(now) {
+            return Plan::Unchanged(cur);
+        }
+        new.updated_ms = now;
+        new.version = cur.version + 1;
+        Plan::Save {
+            read_version: cur.version,
+            new,
+        }
+    }
+}
+
 /// `memory.set`.
 pub async fn set(store: &Store, cx: &OpCx, input: MemorySet) -> OpResult<MemoryWritten> {
-    let key = input.memory_key.as_str();
-    validate::key("memory_key", key)?;
-    validate::content(&input.content)?;
-    let kind = input.kind.as_deref().map(validate::kind).transpose()?;
-    let labels = input.labels.as_deref().map(validate::labels).transpose()?;
-    let expires_ms = input
-        .expires_at
-        .as_deref()
-        .map(|s| validate::time("expires_at", s))
-        .transpose()?;
-    let hash = validate::content_hash(&input.content);
-
+    let values = SetValues::check(input)?;
+    // SQLite: read on the calling thread, write in one step. `None` when
+    // that write lost a race with a write of the group not yet committed:
+    // the path below reads again under the writer.
+    if store.writes_in_one_step()
+        && let Some(view) = sql::set_view_inline(store, cx, &values.key)
+        && let Some(done) = set_in_one_step(store, cx, &values, view?).await?
+    {
+        return Ok(done);
+    }
+    let key = values.key.as_str();
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
     let (key_locked, patterns) = sql::set_guards(tx.conn(), cx, key).await?;
-    blacklist::refuse_matching(patterns, &input.content)?;
+    blacklist::refuse_matching(patterns, &values.content)?;
     if key_locked {
         return Err(locked(key));
     }
     let now = now_ms();
     for _ in 0..RETRIES {
-        match sql::own(tx.conn(), cx, &cx.scope.agent, key).await? {
-            None => {
-                let row = Row {
-                    org: cx.scope.org.clone(),
-                    namespace: cx.scope.namespace.clone(),
-                    agent: cx.scope.agent.clone(),
-                    memory_key: key.to_owned(),
-                    content: input.content.clone(),
-                    kind: kind
-                        .clone()
-                        .unwrap_or_else(|| validate::DEFAULT_KIND.to_owned()),
-                    labels: validate::labels_json(labels.as_deref().unwrap_or_default()),
-                    source: input.source.clone().unwrap_or_default(),
-                    content_hash: hash.clone(),
-                    version: 1,
-                    pinned: 0,
-                    locked: 0,
-                    deleted: 0,
-                    expires_ms,
-                    recall_count: 0,
-                    last_recall_ms: None,
-                    created_ms: now,
-                    updated_ms: now,
-                };
+        let cur = sql::own(tx.conn(), cx, &cx.scope.agent, key).await?;
+        match values.plan(cx, cur, now) {
+            Plan::Unchanged(cur) => {
+                tx.rollback().await?;
+                store.audit_outcome(cx, "noop").await?;
+                return Ok(written(&cur, false));
+            }
+            Plan::Insert(row) => {
                 if sql::insert(tx.conn(), cx, &row).await? {
                     tx.commit(cx).await?;
                     return Ok(written(&row, true));
                 }
             }
-            Some(cur) => {
-                let mut new = cur.clone();
-                new.content = input.content.clone();
-                new.content_hash = hash.clone();
-                if let Some(k) = &kind {
-                    new.kind = k.clone();
-                }
-                if let Some(l) = &labels {
-                    new.labels = validate::labels_json(l);
-                }
-                if let Some(s) = &input.source {
-                    new.source = s.clone();
-                }
-                new.expires_ms = expires_ms;
-                new.deleted = 0;
-                if same(&cur, &new) && cur.live(now) {
-                    tx.rollback().await?;
-                    store.audit_outcome(cx, "noop").await?;
-                    return Ok(written(&cur, false));
-                }
-                new.updated_ms = now;
-                if sql::save(tx.conn(), cx, cur.version, &new, "set").await? {
+            Plan::Save { read_version, new } => {
+                if sql::save(tx.conn(), cx, read_version, &new, "set").await? {
                     tx.commit(cx).await?;
-                    new.version = cur.version + 1;
                     return Ok(written(&new, true));
                 }
             }
         }
     }
     Err(too_busy(key))
+}
+
+/// `memory.set` on SQLite, planned on what the calling thread read
+/// (committed rows) and written in one step: one round trip to the writer
+/// instead of five ([`Store::write_in_one_step`]). `None`, with nothing
+/// written, when the write lost a race with one not yet committed or a
+/// row of the key was locked meanwhile.
+async fn set_in_one_step(
+    store: &Store,
+    cx: &OpCx,
+    values: &SetValues,
+    view: sql::SetView,
+) -> OpResult<Option<MemoryWritten>> {
+    require_namespace_in(store, cx).await?;
+    blacklist::refuse_matching(view.patterns, &values.content)?;
+    if view.locked {
+        return Err(locked(&values.key));
+    }
+    let done = match values.plan(cx, view.own, now_ms()) {
+        Plan::Unchanged(cur) => {
+            store.audit_outcome(cx, "noop").await?;
+            Some(written(&cur, false))
+        }
+        Plan::Insert(row) => sql::insert_in_one_step(store, cx, &row)
+            .await?
+            .then(|| written(&row, true)),
+        Plan::Save { read_version, new } => {
+            sql::save_in_one_step(store, cx, read_version, &new, "set")
+                .await?
+                .then(|| written(&new, true))
+        }
+    };
+    Ok(done)
 }
 
 fn same(a: &Row, b: &Row) -> bool {

@@ -18,6 +18,7 @@
 use std::sync::{Arc, Weak};
 
 use loom_core::{LoomError, OpResult};
+use sqlx::any::AnyRow;
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Executor};
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
@@ -30,6 +31,12 @@ use super::multirow::AnyQuery;
 const OPEN_SAVEPOINT: &str = "SAVEPOINT loom_call";
 pub(super) const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT loom_call";
 const UNDO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT loom_call; RELEASE SAVEPOINT loom_call";
+
+/// `statements` as a call's whole write for [`Group::write_whole`]: opening
+/// the call's savepoint first and releasing it last.
+pub(super) fn whole_write(statements: &str) -> String {
+    format!("{OPEN_SAVEPOINT}; {statements}; {RELEASE_SAVEPOINT}")
+}
 
 /// How one group ended: `None` while it is open, then its commit's outcome.
 type Outcome = Option<Result<(), String>>;
@@ -83,6 +90,53 @@ impl Group {
 
     /// Joins the open group (or begins one) and opens the call's savepoint.
     pub(super) async fn join(self: &Arc<Group>) -> OpResult<Member> {
+        let mut guard = self.open().await?;
+        let conn = guard.conn.as_mut().expect("the group's connection");
+        if let Err(e) = conn.execute(OPEN_SAVEPOINT).await {
+            drop(guard);
+            self.finished.notify_one();
+            return Err(db_error(e));
+        }
+        Ok(Member {
+            group: self.clone(),
+            guard: Some(guard),
+        })
+    }
+
+    /// Runs a call's whole write as one statement list, which opens the
+    /// call's savepoint and ends by releasing it ([`whole_write`]), and
+    /// waits for the group's commit: one round trip to the writer
+    /// connection's thread while the other writes wait, where [`join`]
+    /// and [`Member::commit_with`] take two or more. Answers the rows the
+    /// statements returned. If any statement fails, the savepoint is
+    /// rolled back whole.
+    ///
+    /// [`join`]: Group::join
+    pub(super) async fn write_whole(
+        self: &Arc<Group>,
+        statements: AnyQuery<'_>,
+    ) -> OpResult<Vec<AnyRow>> {
+        let mut guard = self.open().await?;
+        let conn = guard.conn.as_mut().expect("the group's connection");
+        let rows = statements.fetch_all(&mut **conn).await;
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => {
+                guard.abandoned = true;
+                drop(guard);
+                self.finished.notify_one();
+                return Err(db_error(e));
+            }
+        };
+        let outcome = subscribe(&guard);
+        drop(guard);
+        self.finished.notify_one();
+        wait_commit(outcome).await?;
+        Ok(rows)
+    }
+
+    /// The lock, with the group's transaction open (begun if none was).
+    async fn open(&self) -> OpResult<OwnedMutexGuard<State>> {
         let mut guard = self.state.clone().lock_owned().await;
         if guard.closed {
             return Err(LoomError::internal("the store is closed"));
@@ -97,16 +151,7 @@ impl Group {
             guard.conn = Some(conn);
             guard.outcome = Some(watch::channel(None).0);
         }
-        let conn = guard.conn.as_mut().expect("the group's connection");
-        if let Err(e) = conn.execute(OPEN_SAVEPOINT).await {
-            drop(guard);
-            self.finished.notify_one();
-            return Err(db_error(e));
-        }
-        Ok(Member {
-            group: self.clone(),
-            guard: Some(guard),
-        })
+        Ok(guard)
     }
 
     /// Commits the open group, if any, and stops new ones.
@@ -119,37 +164,80 @@ impl Group {
     }
 }
 
-/// Rolls back the savepoint of a call that was abandoned inside it.
+/// Rolls back the savepoint of a call that was abandoned inside it. When
+/// that fails, what the call wrote cannot be told from what its group
+/// wrote, so the whole group is rolled back and its members told.
 async fn settle_abandoned(state: &mut State) -> OpResult<()> {
     if !std::mem::take(&mut state.abandoned) {
         return Ok(());
     }
-    if let Some(conn) = state.conn.as_mut() {
-        conn.execute(UNDO_SAVEPOINT).await.map_err(db_error)?;
-    }
-    Ok(())
+    let Some(conn) = state.conn.as_mut() else {
+        return Ok(());
+    };
+    let Err(e) = conn.execute(UNDO_SAVEPOINT).await else {
+        return Ok(());
+    };
+    let e = db_error(e);
+    end_open(
+        state,
+        Err(e.internal_message().unwrap_or(e.message()).to_owned()),
+    )
+    .await;
+    Err(e)
 }
 
 /// Commits the open group and announces the outcome to its members.
 async fn commit_open(state: &mut State) {
-    let settled = settle_abandoned(state).await;
+    if settle_abandoned(state).await.is_err() {
+        // The group was rolled back and its members told.
+        return;
+    }
+    let Some(conn) = state.conn.as_mut() else {
+        return;
+    };
+    let outcome = conn
+        .execute("COMMIT")
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    end_open(state, outcome).await;
+}
+
+/// Ends the open group with `outcome` (a failed one is rolled back, so no
+/// transaction stays open on the connection the pool gets back) and
+/// announces it to its members.
+async fn end_open(state: &mut State, outcome: Result<(), String>) {
     let Some(mut conn) = state.conn.take() else {
         return;
     };
-    let outcome = match settled {
-        Ok(()) => conn
-            .execute("COMMIT")
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.internal_message().unwrap_or(e.message()).to_owned()),
-    };
     if outcome.is_err() {
-        // Leave no transaction open on the connection the pool gets back.
         let _ = conn.execute("ROLLBACK").await;
     }
     if let Some(tx) = state.outcome.take() {
         let _ = tx.send(Some(outcome));
+    }
+}
+
+/// Where the open group's outcome will be announced.
+fn subscribe(state: &State) -> watch::Receiver<Outcome> {
+    state
+        .outcome
+        .as_ref()
+        .expect("an open group has an outcome channel")
+        .subscribe()
+}
+
+/// Waits for the group's commit.
+async fn wait_commit(mut outcome: watch::Receiver<Outcome>) -> OpResult<()> {
+    let ended = outcome
+        .wait_for(Option::is_some)
+        .await
+        .map_err(|_| LoomError::internal("the group ended without an outcome"))?
+        .clone();
+    match ended {
+        Some(Ok(())) => Ok(()),
+        Some(Err(e)) => Err(LoomError::internal(format!("group commit failed: {e}"))),
+        None => unreachable!("wait_for returned an open group"),
     }
 }
 
@@ -198,23 +286,10 @@ impl Member {
             self.group.finished.notify_one();
             return Err(e);
         }
-        let mut outcome = guard
-            .outcome
-            .as_ref()
-            .expect("an open group has an outcome channel")
-            .subscribe();
+        let outcome = subscribe(&guard);
         drop(guard);
         self.group.finished.notify_one();
-        let ended = outcome
-            .wait_for(Option::is_some)
-            .await
-            .map_err(|_| LoomError::internal("the group ended without an outcome"))?
-            .clone();
-        match ended {
-            Some(Ok(())) => Ok(()),
-            Some(Err(e)) => Err(LoomError::internal(format!("group commit failed: {e}"))),
-            None => unreachable!("wait_for returned an open group"),
-        }
+        wait_commit(outcome).await
     }
 
     /// Rolls back the call's savepoint; the group goes on.

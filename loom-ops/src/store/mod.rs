@@ -41,6 +41,7 @@ pub use rate_buckets::RateBudget;
 pub use read::ReadConn;
 pub use session_runs::SessionRunKey;
 pub use tx::WriteTx;
+pub(crate) use tx::one_step_sql;
 
 use std::sync::LazyLock;
 

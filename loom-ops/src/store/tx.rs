@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 use loom_core::{OpCx, OpResult};
 use sqlx::{Any, Transaction};
 
-use super::group::{Member, RELEASE_SAVEPOINT};
+use super::group::{Member, RELEASE_SAVEPOINT, whole_write};
 use super::multirow::AnyQuery;
 use super::{Store, db_error, now_ms};
 
@@ -25,6 +25,23 @@ const INSERT_AUDIT: &str = "INSERT INTO audit_log \
 /// writer connection's thread, taken while every other write waits.
 static INSERT_AUDIT_AND_RELEASE: LazyLock<String> =
     LazyLock::new(|| format!("{INSERT_AUDIT}; {RELEASE_SAVEPOINT}"));
+
+/// A write as one statement list on SQLite ([`Store::write_in_one_step`]):
+/// `write`, statements whose parameters end at `$next - 1`, which return a
+/// row only when the write happened (`RETURNING`) and whose last then
+/// changes exactly one row; then the call's audit row (parameters `$next`
+/// on, [`Store::write_in_one_step`] binds them), written only then; all
+/// inside the call's savepoint.
+pub(crate) fn one_step_sql(write: &str, next: usize) -> String {
+    let p: Vec<String> = (next..next + 9).map(|n| format!("${n}")).collect();
+    let audited = next + 9;
+    whole_write(&format!(
+        "{write}; INSERT INTO audit_log \
+         (org, namespace, subject, agent, op, args_digest, outcome, request_id, at_ms) \
+         SELECT {} WHERE changes() = 1 AND ${audited} = 1",
+        p.join(", ")
+    ))
+}
 
 /// A write transaction on the store's writer.
 pub struct WriteTx {
@@ -44,6 +61,39 @@ impl Store {
             None => Inner::Own(self.writer().begin().await.map_err(db_error)?),
         };
         Ok(WriteTx { inner })
+    }
+
+    /// Whether a call's write can run as one statement list
+    /// ([`Store::write_in_one_step`]): SQLite, whose writes share one
+    /// connection, each statement a round trip the other writes wait on.
+    pub(crate) fn writes_in_one_step(&self) -> bool {
+        self.group.is_some()
+    }
+
+    /// Runs `statements` (text from [`one_step_sql`], its write's parameters
+    /// bound) as the call's whole write and waits for its commit, binding
+    /// the audit row's parameters: the audit row (outcome `ok`) is written
+    /// with the change when the op is audited and has none yet. Answers the
+    /// rows the statements returned: by [`one_step_sql`]'s contract, none
+    /// when nothing was written. Only where [`Store::writes_in_one_step`].
+    pub(crate) async fn write_in_one_step<'q>(
+        &self,
+        cx: &'q OpCx,
+        statements: AnyQuery<'q>,
+    ) -> OpResult<Vec<sqlx::any::AnyRow>> {
+        let Some(group) = &self.group else {
+            return Err(loom_core::LoomError::internal(
+                "a one-step write needs SQLite's group commit",
+            ));
+        };
+        let audit = cx.audit && !cx.audited();
+        let rows = group
+            .write_whole(audit_args(statements, cx, "ok").bind(i64::from(audit)))
+            .await?;
+        if audit && !rows.is_empty() {
+            cx.mark_audited();
+        }
+        Ok(rows)
     }
 }
 
@@ -110,7 +160,12 @@ pub(crate) async fn insert_audit(
 
 /// `sql` (which starts with [`INSERT_AUDIT`]) with the call's audit row bound.
 fn audit_row<'q>(sql: &'q str, cx: &'q OpCx, outcome: &'q str) -> AnyQuery<'q> {
-    sqlx::query(sql)
+    audit_args(sqlx::query(sql), cx, outcome)
+}
+
+/// `query` with the call's audit row bound as its next nine parameters.
+fn audit_args<'q>(query: AnyQuery<'q>, cx: &'q OpCx, outcome: &'q str) -> AnyQuery<'q> {
+    query
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
         .bind(&cx.caller.subject)
