@@ -118,6 +118,23 @@ pub fn time(field: &str, s: &str) -> OpResult<i64> {
         })
 }
 
+/// What a write may name besides the content, checked: the kind, the
+/// labels and `expires_at` (as milliseconds), each `None` when not named.
+pub type Fields = (Option<String>, Option<Vec<String>>, Option<i64>);
+
+/// Checks [`Fields`] (`memory.set`, `memory.update`).
+pub fn fields(
+    kind: Option<&str>,
+    labels: Option<&[String]>,
+    expires_at: Option<&str>,
+) -> OpResult<Fields> {
+    Ok((
+        kind.map(self::kind).transpose()?,
+        labels.map(self::labels).transpose()?,
+        expires_at.map(|s| time("expires_at", s)).transpose()?,
+    ))
+}
+
 /// A page size: default `default`, at least 1, at most `max` (larger is clamped).
 pub fn limit(limit: Option<i64>, default: i64, max: i64) -> OpResult<i64> {
     match limit {

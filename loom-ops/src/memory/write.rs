@@ -76,13 +76,11 @@ impl SetValues {
     fn check(input: MemorySet) -> OpResult<SetValues> {
         validate::key("memory_key", &input.memory_key)?;
         validate::content(&input.content)?;
-        let kind = input.kind.as_deref().map(validate::kind).transpose()?;
-        let labels = input.labels.as_deref().map(validate::labels).transpose()?;
-        let expires_ms = input
-            .expires_at
-            .as_deref()
-            .map(|s| validate::time("expires_at", s))
-            .transpose()?;
+        let (kind, labels, expires_ms) = validate::fields(
+            input.kind.as_deref(),
+            input.labels.as_deref(),
+            input.expires_at.as_deref(),
+        )?;
         Ok(SetValues {
             hash: validate::content_hash(&input.content),
             key: input.memory_key,
@@ -255,13 +253,11 @@ pub async fn update(store: &Store, cx: &OpCx, input: MemoryUpdate) -> OpResult<M
     if let Some(c) = &input.content {
         validate::content(c)?;
     }
-    let kind = input.kind.as_deref().map(validate::kind).transpose()?;
-    let labels = input.labels.as_deref().map(validate::labels).transpose()?;
-    let expires_ms = input
-        .expires_at
-        .as_deref()
-        .map(|s| validate::time("expires_at", s))
-        .transpose()?;
+    let (kind, labels, expires_ms) = validate::fields(
+        input.kind.as_deref(),
+        input.labels.as_deref(),
+        input.expires_at.as_deref(),
+    )?;
 
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;

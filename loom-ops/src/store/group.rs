@@ -118,21 +118,27 @@ impl Group {
     ) -> OpResult<Vec<AnyRow>> {
         let mut guard = self.open().await?;
         let conn = guard.conn.as_mut().expect("the group's connection");
-        let rows = statements.fetch_all(&mut **conn).await;
-        let rows = match rows {
-            Ok(rows) => rows,
-            Err(e) => {
+        let rows = statements.fetch_all(&mut **conn).await.map_err(db_error);
+        self.leave(guard, rows).await
+    }
+
+    /// Leaves the group after a call's last statement: when `done` failed,
+    /// marks the call's savepoint for rollback; hands the lock on, rings
+    /// the committer and, when `done` succeeded, waits for the commit.
+    async fn leave<T>(&self, mut guard: OwnedMutexGuard<State>, done: OpResult<T>) -> OpResult<T> {
+        let outcome = match &done {
+            Ok(_) => Some(subscribe(&guard)),
+            Err(_) => {
                 guard.abandoned = true;
-                drop(guard);
-                self.finished.notify_one();
-                return Err(db_error(e));
+                None
             }
         };
-        let outcome = subscribe(&guard);
         drop(guard);
         self.finished.notify_one();
-        wait_commit(outcome).await?;
-        Ok(rows)
+        if let Some(outcome) = outcome {
+            wait_commit(outcome).await?;
+        }
+        done
     }
 
     /// The lock, with the group's transaction open (begun if none was).
@@ -280,16 +286,7 @@ impl Member {
                 .map_err(db_error),
             None => Err(LoomError::internal("the group's connection is gone")),
         };
-        if let Err(e) = released {
-            guard.abandoned = true;
-            drop(guard);
-            self.group.finished.notify_one();
-            return Err(e);
-        }
-        let outcome = subscribe(&guard);
-        drop(guard);
-        self.group.finished.notify_one();
-        wait_commit(outcome).await
+        self.group.leave(guard, released).await
     }
 
     /// Rolls back the call's savepoint; the group goes on.
