@@ -1247,3 +1247,59 @@ async fn the_mcp_sdk_oauth_provider_signs_in_to_mcp() {
         t.server.shutdown().await;
     }
 }
+
+/// A NUL in any OAuth parameter or registration field is the request's
+/// mistake (400 with a reason), never a failed lookup answered 500:
+/// PostgreSQL's text cannot hold one.
+#[tokio::test]
+async fn a_nul_in_any_oauth_parameter_is_a_400() {
+    for t in servers(oauth_on).await {
+        let n = t.name();
+        let a = register(
+            &t,
+            serde_json::json!({"client_name": "x\u{0}", "redirect_uris": [REDIRECT]}),
+        )
+        .await;
+        assert_eq!(
+            (a.status, a.body["error"].as_str()),
+            (400, Some("invalid_client_metadata")),
+            "{n}: {}",
+            a.text
+        );
+        let client_id = register_client(&t, "Claude", REDIRECT).await;
+        let ch = challenge(VERIFIER);
+        for (name, value) in [("client_id", "x\u{0}"), ("state", "s\u{0}")] {
+            let mut params = standard(&client_id, &ch);
+            params.retain(|(k, _)| *k != name);
+            params.push((name, value));
+            let p = page(browser().get(authorize_url(&t, &params))).await;
+            assert_eq!(p.status, 400, "{n} {name}: {}", p.text);
+            assert!(
+                p.text
+                    .contains(&format!("parameter {name} holds a NUL character")),
+                "{n} {name}: {}",
+                p.text
+            );
+        }
+        let p = page(
+            browser()
+                .post(format!("{}/oauth/authorize/login", t.url()))
+                .form(&[("request", "r\u{0}"), ("csrf", "c"), ("username", "u")]),
+        )
+        .await;
+        assert_eq!(p.status, 400, "{n}: {}", p.text);
+        for form in [
+            [("client_id", "x\u{0}"), ("grant_type", "refresh_token")],
+            [("client_id", client_id.as_str()), ("code", "\u{0}")],
+        ] {
+            let a = token_call(&t, &form).await;
+            assert_eq!(
+                (a.status, a.body["error"].as_str()),
+                (400, Some("invalid_request")),
+                "{n}: {}",
+                a.text
+            );
+        }
+        t.server.shutdown().await;
+    }
+}

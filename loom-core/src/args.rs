@@ -121,6 +121,7 @@ impl Validator {
                 }
             }
         }
+        nul_errors(args, "", &mut errors);
         if errors.is_empty() && unknown.is_empty() {
             Ok(())
         } else {
@@ -218,13 +219,6 @@ fn type_name(v: &Value) -> &'static str {
 fn field_error(e: &jsonschema::ValidationError<'_>) -> Option<String> {
     use jsonschema::error::ValidationErrorKind as K;
     let path = pointer_to_dotted(&e.instance_path().to_string());
-    let at = |p: &str| {
-        if p.is_empty() {
-            "arguments".to_owned()
-        } else {
-            p.to_owned()
-        }
-    };
     Some(match e.kind() {
         K::AdditionalProperties { .. } | K::UnevaluatedProperties { .. } => return None,
         K::Required { property } => {
@@ -232,12 +226,7 @@ fn field_error(e: &jsonschema::ValidationError<'_>) -> Option<String> {
                 .as_str()
                 .map(str::to_owned)
                 .unwrap_or_else(|| property.to_string());
-            let full = if path.is_empty() {
-                name
-            } else {
-                format!("{path}.{name}")
-            };
-            format!("{full}: Field required [missing]")
+            format!("{}: Field required [missing]", join(&path, &name))
         }
         K::Type { .. } => format!(
             "{}: Input should be {} [type], got {}",
@@ -255,6 +244,49 @@ fn expected_type(e: &jsonschema::ValidationError<'_>) -> String {
     match text.split_once("is not of type") {
         Some((_, ty)) => format!("of type {}", ty.trim()),
         None => "of another type".into(),
+    }
+}
+
+/// Every string (object keys included) holding a NUL character. No op
+/// means one, and PostgreSQL's text refuses it outright: checked here, it is
+/// the caller's mistake on both backends instead of a failed statement on one.
+fn nul_errors(v: &Value, path: &str, out: &mut Vec<String>) {
+    const NUL: &str = "should not contain the NUL character (\\u0000) [string_nul]";
+    match v {
+        Value::String(s) if s.contains('\0') => out.push(format!("{}: String {NUL}", at(path))),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                nul_errors(item, &join(path, &i.to_string()), out);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                let here = join(path, k);
+                if k.contains('\0') {
+                    out.push(format!("{}: Key {NUL}", at(&here)));
+                }
+                nul_errors(item, &here, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// A dotted path as a refusal shows it: `arguments` for the whole object,
+/// and a NUL in a key written as its escape.
+fn at(path: &str) -> String {
+    if path.is_empty() {
+        "arguments".to_owned()
+    } else {
+        path.replace('\0', "\\u0000")
     }
 }
 
@@ -542,6 +574,40 @@ mod tests {
         assert_eq!(d["example"], json!({"memory_key": "deploy_window"}));
         assert_eq!(d["required"], json!(["memory_key"]));
         assert_eq!(d["op"], "memory.get");
+    }
+
+    #[test]
+    fn a_nul_in_any_string_or_key_is_a_field_error() {
+        let v = validator::<Apply>();
+        let args =
+            json!({"action": "a\u{0}", "filter": {"labels": ["ok", "\u{0}"], "key_prefix": "p"}});
+        let err = v.check("memory.apply", &args, true).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArguments);
+        let errors = err.detail()["errors"].clone();
+        assert_eq!(
+            errors,
+            json!([
+                "action: String should not contain the NUL character (\\u0000) [string_nul]",
+                "filter.labels.1: String should not contain the NUL character (\\u0000) [string_nul]"
+            ])
+        );
+        let err = v
+            .check(
+                "memory.apply",
+                &json!({"action": "a", "filter": {}, "x\u{0}": 1}),
+                false,
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.detail()["errors"],
+            json!(["x\\u0000: Key should not contain the NUL character (\\u0000) [string_nul]"])
+        );
+        v.check(
+            "memory.apply",
+            &json!({"action": "a", "filter": {"labels": ["é 🧵"]}}),
+            true,
+        )
+        .unwrap();
     }
 
     #[test]

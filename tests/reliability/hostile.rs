@@ -776,3 +776,60 @@ async fn slow_and_idle_connections_do_not_stop_other_callers() {
         t.server.shutdown().await;
     }
 }
+
+/// A NUL anywhere in a call's arguments (PostgreSQL's text cannot hold one)
+/// is the caller's mistake on both backends: `INVALID_ARGUMENTS` naming the
+/// field, over `/v1` and MCP alike, with nothing written, and every call
+/// still gets its ledger row (a NUL in a named namespace or agent would
+/// have failed the ledger's batch on PostgreSQL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_in_any_argument_is_invalid_arguments_and_writes_nothing() {
+    for t in servers(loom_tests::generous).await {
+        let n = t.name();
+        let token = t.token("default", "nul", Role::Writer, &["default"]);
+        let mcp = loom_tests::McpClient::new(&t, Some(&token), "");
+        let cases = [
+            ("namespace", json!({"namespace": "\u{0}"})),
+            ("namespace", json!({"namespace": "team\u{0}"})),
+            ("org", json!({"org": "default\u{0}"})),
+            ("agent", json!({"agent": "\u{0}"})),
+            ("content", json!({"content": "a\u{0}b"})),
+            ("labels.1", json!({"labels": ["ok", "\u{0}"]})),
+        ];
+        for (field, extra) in &cases {
+            let mut args = json!({"memory_key": "k", "content": "c"});
+            for (k, v) in extra.as_object().expect("an object") {
+                args[k] = v.clone();
+            }
+            let a = t.post("memory.set", Some(&token), args.clone()).await;
+            assert_eq!(
+                (a.status, a.code()),
+                (422, "INVALID_ARGUMENTS"),
+                "{n} {field}: {}",
+                a.text
+            );
+            assert!(a.text.contains(field), "{n} {field}: {}", a.text);
+            let r = mcp.call("loom_memory_set", args).await;
+            assert_eq!(
+                r["structuredContent"]["code"], "INVALID_ARGUMENTS",
+                "{n} {field}: {r}"
+            );
+        }
+        let r = mcp
+            .call("loom_search", json!({"query": "deploy\u{0}window"}))
+            .await;
+        assert_eq!(
+            r["structuredContent"]["code"], "INVALID_ARGUMENTS",
+            "{n}: {r}"
+        );
+        assert_eq!(t.count("SELECT COUNT(*) FROM memories").await, 0, "{n}");
+        t.flush_ledger().await;
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM agent_events WHERE subject = 'nul'")
+                .await,
+            i64::try_from(cases.len() * 2 + 1).expect("small"),
+            "{n}: every call is ledgered"
+        );
+        t.server.shutdown().await;
+    }
+}

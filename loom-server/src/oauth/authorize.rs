@@ -29,7 +29,8 @@ use loom_ops::store::{AuthRequestRow, ClientRow, CodeRow, now_ms};
 use super::pages::{self, Asking};
 use super::register::redirect_matches;
 use super::{
-    OAuth, SCOPE, csrf_cookie, csrf_from_cookies, form_pairs, random_token, same, sha256_hex,
+    FormFault, OAuth, SCOPE, csrf_cookie, csrf_from_cookies, form_pairs, random_token, same,
+    sha256_hex,
 };
 use crate::app::App;
 
@@ -130,7 +131,11 @@ fn valid_challenge(s: &str) -> bool {
 pub async fn start(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
     let o = oauth(&app);
     let params = form_pairs(query.as_deref().unwrap_or("").as_bytes());
-    // Until client and redirect URI are trusted, every failure is a page.
+    // Until client and redirect URI are trusted, every failure is a page;
+    // a NUL could be in either, so it is one before anything is looked up.
+    if let Err(fault @ FormFault::Nul(_)) = &params {
+        return pages::error(StatusCode::BAD_REQUEST, &format!("the request's {fault}"));
+    }
     let all: Vec<(String, String)> =
         form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes())
             .into_owned()
@@ -173,13 +178,13 @@ pub async fn start(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Re
     let state = single("state");
     let params = match params {
         Ok(p) => p,
-        Err(name) => {
+        Err(fault) => {
             return redirect_error(
                 o,
                 &redirect_uri,
                 state.as_deref(),
                 "invalid_request",
-                &format!("parameter {name} is repeated"),
+                &fault.to_string(),
             );
         }
     };
@@ -299,10 +304,10 @@ fn read_form(body: &Bytes) -> Result<std::collections::HashMap<String, String>, 
             "the form is too large",
         )));
     }
-    form_pairs(body).map_err(|name| {
+    form_pairs(body).map_err(|fault| {
         Box::new(pages::error(
             StatusCode::BAD_REQUEST,
-            &format!("the form repeats {name}"),
+            &format!("the form's {fault}"),
         ))
     })
 }
@@ -417,11 +422,8 @@ pub async fn consent_page(
 ) -> Response {
     let params = match form_pairs(query.as_deref().unwrap_or("").as_bytes()) {
         Ok(p) => p,
-        Err(name) => {
-            return pages::error(
-                StatusCode::BAD_REQUEST,
-                &format!("the request repeats {name}"),
-            );
+        Err(fault) => {
+            return pages::error(StatusCode::BAD_REQUEST, &format!("the request's {fault}"));
         }
     };
     let o = oauth(&app);

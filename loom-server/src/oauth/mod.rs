@@ -263,13 +263,40 @@ pub fn same(a: &str, b: &str) -> bool {
             == 0
 }
 
+/// Why a query string or form body is refused as a whole.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FormFault {
+    /// A parameter given twice (OAuth 2.1 §3.1).
+    Repeated(String),
+    /// A parameter whose name or value decodes to a NUL character: no
+    /// OAuth value holds one, and PostgreSQL's text cannot store one, so
+    /// it is the request's mistake rather than a failed lookup.
+    Nul(String),
+}
+
+impl std::fmt::Display for FormFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FormFault::Repeated(name) => write!(f, "parameter {name} is repeated"),
+            FormFault::Nul(name) => write!(
+                f,
+                "parameter {} holds a NUL character",
+                name.replace('\0', "%00")
+            ),
+        }
+    }
+}
+
 /// Decodes `application/x-www-form-urlencoded` pairs (a query string or a
-/// form body); `Err(name)` when a parameter repeats (OAuth 2.1 §3.1).
-pub fn form_pairs(raw: &[u8]) -> Result<HashMap<String, String>, String> {
+/// form body), refusing a repeated parameter or a NUL anywhere.
+pub fn form_pairs(raw: &[u8]) -> Result<HashMap<String, String>, FormFault> {
     let mut out = HashMap::new();
     for (k, v) in form_urlencoded::parse(raw) {
+        if k.contains('\0') || v.contains('\0') {
+            return Err(FormFault::Nul(k.into_owned()));
+        }
         if out.insert(k.to_string(), v.to_string()).is_some() {
-            return Err(k.into_owned());
+            return Err(FormFault::Repeated(k.into_owned()));
         }
     }
     Ok(out)
@@ -342,7 +369,17 @@ mod tests {
     #[test]
     fn repeated_parameters_are_refused() {
         assert_eq!(form_pairs(b"a=1&b=2").unwrap().len(), 2);
-        assert_eq!(form_pairs(b"a=1&a=2").unwrap_err(), "a");
+        assert_eq!(
+            form_pairs(b"a=1&a=2").unwrap_err(),
+            FormFault::Repeated("a".into())
+        );
+        let nul = form_pairs(b"a=1&client_id=x%00y").unwrap_err();
+        assert_eq!(nul, FormFault::Nul("client_id".into()));
+        assert_eq!(nul.to_string(), "parameter client_id holds a NUL character");
+        assert_eq!(
+            form_pairs(b"a%00=1").unwrap_err().to_string(),
+            "parameter a%00 holds a NUL character"
+        );
     }
 
     #[test]

@@ -107,10 +107,10 @@ pub async fn callback(
     };
     let params = match form_pairs(query.as_deref().unwrap_or("").as_bytes()) {
         Ok(p) => p,
-        Err(name) => {
+        Err(fault) => {
             return pages::error(
                 StatusCode::BAD_REQUEST,
-                &format!("the provider's answer repeats {name}"),
+                &format!("the provider's answer: {fault}"),
             );
         }
     };

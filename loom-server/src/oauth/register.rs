@@ -174,10 +174,20 @@ pub async fn register(State(app): State<Arc<App>>, body: Bytes) -> Response {
     }
     let client_name = match meta.get("client_name") {
         None | Some(Value::Null) => "an unnamed client".to_owned(),
-        Some(Value::String(n)) if !n.trim().is_empty() && n.chars().count() <= 200 => {
+        // The consent page shows the name: no control characters (a NUL
+        // would also fail PostgreSQL's text).
+        Some(Value::String(n))
+            if !n.trim().is_empty()
+                && n.chars().count() <= 200
+                && !n.chars().any(char::is_control) =>
+        {
             n.trim().to_owned()
         }
-        Some(_) => return bad_metadata("client_name must be a string of 1 to 200 characters"),
+        Some(_) => {
+            return bad_metadata(
+                "client_name must be a string of 1 to 200 characters, none of them control characters",
+            );
+        }
     };
     let client = ClientRow {
         client_id: random_token(24),

@@ -103,7 +103,7 @@ pub async fn token(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes)
     }
     let form = match super::form_pairs(&body) {
         Ok(f) => f,
-        Err(name) => return invalid_request(&format!("parameter {name} is repeated")),
+        Err(fault) => return invalid_request(&fault.to_string()),
     };
     let Some(client_id) = form.get("client_id").filter(|c| !c.is_empty()) else {
         return invalid_request(

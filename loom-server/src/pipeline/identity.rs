@@ -17,12 +17,44 @@ pub const DEFAULT_ORG: &str = "default";
 pub const DEFAULT_NAMESPACE: &str = "default";
 /// The subject of calls served without authentication.
 pub const ANONYMOUS: &str = "anonymous";
+/// The longest org, namespace or agent a call may name, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
 
 fn explicit<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
     args.get(key)
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|s| !s.is_empty())
+}
+
+/// An org, namespace or agent the arguments name, checked before anything
+/// looks it up: these names key rows in every table and reach the database
+/// before the op's own argument check runs, so a control character (a NUL,
+/// which PostgreSQL's text refuses outright) or an unbounded length is
+/// refused here, as the caller's mistake, rather than failing a statement.
+fn named<'a>(args: &'a Value, field: &str) -> Result<Option<&'a str>, LoomError> {
+    let Some(name) = explicit(args, field) else {
+        return Ok(None);
+    };
+    let fault = if name.len() > MAX_NAME_BYTES {
+        Some(format!(
+            "{field} is {} bytes; at most {MAX_NAME_BYTES}",
+            name.len()
+        ))
+    } else if name.chars().any(char::is_control) {
+        Some(format!("{field} {name:?} holds a control character"))
+    } else {
+        None
+    };
+    match fault {
+        None => Ok(Some(name)),
+        Some(message) => {
+            let errors = vec![format!("{field}: {message}")];
+            Err(LoomError::new(ErrorCode::InvalidArguments, message)
+                .with_detail("field", field)
+                .with_detail("errors", errors))
+        }
+    }
 }
 
 /// Whether the arguments name a namespace (an empty one names none).
@@ -45,7 +77,7 @@ pub fn resolve(
         Some(c) if c.org != "*" => c.org.as_str(),
         _ => DEFAULT_ORG,
     };
-    let org = explicit(args, "org").unwrap_or(home_org);
+    let org = named(args, "org")?.unwrap_or(home_org);
     if let Some(c) = caller
         && !may_act_in_org(c, org)
     {
@@ -56,13 +88,13 @@ pub fn resolve(
         .with_detail("org", org)
         .with_detail("token_org", c.org.clone()));
     }
-    let namespace = explicit(args, "namespace")
+    let namespace = named(args, "namespace")?
         .or_else(|| {
             caller.and_then(|c| c.namespaces.iter().map(String::as_str).find(|n| *n != "*"))
         })
         .unwrap_or(DEFAULT_NAMESPACE);
     let subject = caller.map_or(ANONYMOUS, |c| c.subject.as_str());
-    let agent = explicit(args, "agent").or(default_agent).unwrap_or(subject);
+    let agent = named(args, "agent")?.or(default_agent).unwrap_or(subject);
     Ok(Scope {
         org: org.to_owned(),
         namespace: namespace.to_owned(),
@@ -122,6 +154,33 @@ mod tests {
                 .unwrap()
                 .org,
             "default"
+        );
+    }
+
+    #[test]
+    fn a_named_org_namespace_or_agent_is_a_bounded_name_without_control_characters() {
+        let c = caller("acme", &["team"]);
+        for (field, bad) in [
+            ("namespace", "\u{0}".to_owned()),
+            ("namespace", "team\u{0}".to_owned()),
+            ("agent", "bot\nbot".to_owned()),
+            ("org", "acme\u{7f}".to_owned()),
+            ("namespace", "n".repeat(MAX_NAME_BYTES + 1)),
+        ] {
+            let err = resolve(Some(&c), &json!({ field: bad }), None).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::InvalidArguments, "{field} {bad:?}");
+            assert_eq!(err.detail().get("field"), Some(&json!(field)), "{bad:?}");
+        }
+        let fine = "n".repeat(MAX_NAME_BYTES);
+        let s = resolve(
+            Some(&c),
+            &json!({"namespace": fine, "agent": "café 🧵"}),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (s.namespace.len(), s.agent.as_str()),
+            (MAX_NAME_BYTES, "café 🧵")
         );
     }
 }
