@@ -995,6 +995,56 @@ async fn racing_sets_of_one_key_each_land_as_their_own_version() {
     }
 }
 
+/// SQLite's direct writer runs the one-step writes queued for it back to
+/// back, each in a savepoint of its own, and commits them together: a
+/// write that fails in the database fails alone and leaves nothing (its
+/// row was written before its version failed, and is undone), while the
+/// writes queued around it land, each with its version and audit row.
+#[tokio::test]
+async fn a_write_that_fails_among_direct_writes_fails_alone() {
+    let h = common::sqlite().await;
+    sqlx::query(
+        "CREATE TRIGGER refuse_boom BEFORE INSERT ON memory_versions \
+         WHEN new.memory_key = 'boom' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+    )
+    .execute(h.store().writer())
+    .await
+    .unwrap();
+    let keys: Vec<String> = (0..12)
+        .map(|i| {
+            if i == 5 {
+                "boom".into()
+            } else {
+                format!("k{i}")
+            }
+        })
+        .collect();
+    let sets = keys.iter().map(|k| {
+        h.call(
+            "memory.set",
+            json!({"memory_key": k, "content": format!("content of {k}")}),
+        )
+    });
+    let answers = futures_util::future::join_all(sets).await;
+    for (key, answer) in keys.iter().zip(answers) {
+        if key == "boom" {
+            let e = answer.unwrap_err();
+            assert_eq!(e.code(), loom_core::ErrorCode::Internal, "{e:?}");
+        } else {
+            assert_eq!(answer.unwrap()["version"], 1, "{key}");
+            assert_eq!(versions(&h, key).await, 1, "{key}");
+        }
+    }
+    assert_eq!(content_of(&h, AGENT, "boom").await, None);
+    assert_eq!(versions(&h, "boom").await, 0);
+    let audited = h.audit("memory.set").await;
+    assert_eq!(
+        audited.iter().filter(|o| *o == "ok").count(),
+        11,
+        "{audited:?}"
+    );
+}
+
 #[tokio::test]
 async fn every_apply_action_changes_exactly_what_its_dry_run_reported() {
     for h in common::all().await {

@@ -11,7 +11,8 @@ use super::model::{Memory, MemoryVersion};
 use super::usage::Served;
 use super::validate::labels_from_json;
 use crate::store::{
-    AnyQuery, Backend, PerBackend, Store, all_rows, db_error, first_row, one_step_sql, rfc3339,
+    Backend, Bind, OneStep, PerBackend, Store, Values, all_rows, db_error, first_row, one_step_sql,
+    rfc3339,
 };
 
 /// The columns [`Row`] reads, in order.
@@ -366,24 +367,24 @@ pub async fn insert(conn: &mut AnyConnection, cx: &OpCx, row: &Row) -> OpResult<
 }
 
 /// Binds `row`'s columns as `$1` … `$16` ([`INSERT_VALUES`]).
-fn insert_args<'q>(query: AnyQuery<'q>, row: &'q Row) -> AnyQuery<'q> {
+fn insert_args<'q, B: Bind<'q>>(query: B, row: &'q Row) -> B {
     query
-        .bind(&row.org)
-        .bind(&row.namespace)
-        .bind(&row.agent)
-        .bind(&row.memory_key)
-        .bind(&row.content)
-        .bind(&row.kind)
-        .bind(&row.labels)
-        .bind(&row.source)
-        .bind(&row.content_hash)
-        .bind(row.version)
-        .bind(row.pinned)
-        .bind(row.locked)
-        .bind(row.deleted)
-        .bind(row.expires_ms)
-        .bind(row.created_ms)
-        .bind(row.updated_ms)
+        .arg(&row.org)
+        .arg(&row.namespace)
+        .arg(&row.agent)
+        .arg(&row.memory_key)
+        .arg(&row.content)
+        .arg(&row.kind)
+        .arg(&row.labels)
+        .arg(&row.source)
+        .arg(&row.content_hash)
+        .arg(row.version)
+        .arg(row.pinned)
+        .arg(row.locked)
+        .arg(row.deleted)
+        .arg(row.expires_ms)
+        .arg(row.created_ms)
+        .arg(row.updated_ms)
 }
 
 /// [`save`]'s change of the row, by [`save_args`]' parameters.
@@ -418,24 +419,24 @@ pub async fn save(
 }
 
 /// Binds `new` over the row at `read_version` as `$1` … `$16` ([`UPDATE`]).
-fn save_args<'q>(query: AnyQuery<'q>, read_version: i64, new: &'q Row) -> AnyQuery<'q> {
+fn save_args<'q, B: Bind<'q>>(query: B, read_version: i64, new: &'q Row) -> B {
     query
-        .bind(&new.content)
-        .bind(&new.kind)
-        .bind(&new.labels)
-        .bind(&new.source)
-        .bind(&new.content_hash)
-        .bind(read_version + 1)
-        .bind(new.pinned)
-        .bind(new.locked)
-        .bind(new.deleted)
-        .bind(new.expires_ms)
-        .bind(new.updated_ms)
-        .bind(&new.org)
-        .bind(&new.namespace)
-        .bind(&new.agent)
-        .bind(&new.memory_key)
-        .bind(read_version)
+        .arg(&new.content)
+        .arg(&new.kind)
+        .arg(&new.labels)
+        .arg(&new.source)
+        .arg(&new.content_hash)
+        .arg(read_version + 1)
+        .arg(new.pinned)
+        .arg(new.locked)
+        .arg(new.deleted)
+        .arg(new.expires_ms)
+        .arg(new.updated_ms)
+        .arg(&new.org)
+        .arg(&new.namespace)
+        .arg(&new.agent)
+        .arg(&new.memory_key)
+        .arg(read_version)
 }
 
 /// No agent's row of the key (`$org`, `$namespace`, `$key`) is locked: the
@@ -452,7 +453,7 @@ fn none_locked(org: &str, namespace: &str, key: &str) -> String {
 /// written, also when any agent's row of the key is locked: the caller
 /// then takes the path that reads under the writer and says why.
 pub async fn insert_in_one_step(store: &Store, cx: &OpCx, row: &Row) -> OpResult<bool> {
-    static SQL: LazyLock<String> = LazyLock::new(|| {
+    static SQL: LazyLock<OneStep> = LazyLock::new(|| {
         let insert = format!(
             "INSERT INTO memories ({INSERT_COLUMNS}) SELECT {INSERT_VALUES} WHERE {} \
              ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING RETURNING version",
@@ -460,8 +461,8 @@ pub async fn insert_in_one_step(store: &Store, cx: &OpCx, row: &Row) -> OpResult
         );
         one_step_sql(&with_snapshot(Backend::Sqlite, &insert, INSERTED, 17), 22)
     });
-    let query = snapshot_args(insert_args(sqlx::query(&SQL), row), cx, "create");
-    Ok(!store.write_in_one_step(cx, query).await?.is_empty())
+    let values = snapshot_args(insert_args(Values::default(), row), cx, "create");
+    Ok(store.write_in_one_step(cx, &SQL, values).await? > 0)
 }
 
 /// [`save`] as the call's whole write, in one step on SQLite, as
@@ -473,15 +474,15 @@ pub async fn save_in_one_step(
     new: &Row,
     change: &str,
 ) -> OpResult<bool> {
-    static SQL: LazyLock<String> = LazyLock::new(|| {
+    static SQL: LazyLock<OneStep> = LazyLock::new(|| {
         let update = format!(
             "{UPDATE} AND {} RETURNING version",
             none_locked("$12", "$13", "$15")
         );
         one_step_sql(&with_snapshot(Backend::Sqlite, &update, UPDATED, 17), 22)
     });
-    let query = snapshot_args(save_args(sqlx::query(&SQL), read_version, new), cx, change);
-    Ok(!store.write_in_one_step(cx, query).await?.is_empty())
+    let values = snapshot_args(save_args(Values::default(), read_version, new), cx, change);
+    Ok(store.write_in_one_step(cx, &SQL, values).await? > 0)
 }
 
 /// The `VERSION_CONFLICT` refusal, naming the version now current.
@@ -548,13 +549,13 @@ fn with_snapshot(backend: Backend, write: &str, written: &str, next: usize) -> S
 }
 
 /// Binds [`with_snapshot`]'s trailing parameters.
-fn snapshot_args<'q>(query: AnyQuery<'q>, cx: &'q OpCx, change: &'q str) -> AnyQuery<'q> {
+fn snapshot_args<'q, B: Bind<'q>>(query: B, cx: &'q OpCx, change: &'q str) -> B {
     query
-        .bind(change)
-        .bind(cx.run_id.as_deref())
-        .bind(&cx.caller.subject)
-        .bind(&cx.scope.agent)
-        .bind(&cx.request_id)
+        .arg(change)
+        .arg(cx.run_id.as_deref())
+        .arg(&cx.caller.subject)
+        .arg(&cx.scope.agent)
+        .arg(&cx.request_id)
 }
 
 /// A `memory_versions` row.

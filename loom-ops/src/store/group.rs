@@ -14,29 +14,28 @@
 //! task queues on the same lock whenever a call finished: every call that
 //! queued before it joins the group, so under load groups grow by
 //! themselves, and alone a call commits at once.
+//!
+//! A write that is one statement list ([`super::tx::OneStep`]) goes to the
+//! direct writer instead ([`super::direct`]), which takes this lock for
+//! each of its groups.
 
+use std::path::Path;
 use std::sync::{Arc, Weak};
 
 use loom_core::{LoomError, OpResult};
-use sqlx::any::AnyRow;
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Executor};
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
 
 use super::db_error;
+use super::direct::Direct;
 use super::multirow::AnyQuery;
 
 /// The statements around each call's savepoint (`loom_call`), written out
 /// once: they run on every write.
-const OPEN_SAVEPOINT: &str = "SAVEPOINT loom_call";
+pub(super) const OPEN_SAVEPOINT: &str = "SAVEPOINT loom_call";
 pub(super) const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT loom_call";
 const UNDO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT loom_call; RELEASE SAVEPOINT loom_call";
-
-/// `statements` as a call's whole write for [`Group::write_whole`]: opening
-/// the call's savepoint first and releasing it last.
-pub(super) fn whole_write(statements: &str) -> String {
-    format!("{OPEN_SAVEPOINT}; {statements}; {RELEASE_SAVEPOINT}")
-}
 
 /// How one group ended: `None` while it is open, then its commit's outcome.
 type Outcome = Option<Result<(), String>>;
@@ -49,6 +48,9 @@ pub(super) struct Group {
     /// savepoint), so the committer queues for the lock. Shared with the
     /// committer, which holds the group itself only weakly.
     finished: Arc<Notify>,
+    /// The direct writer of one-step writes; `None` in memory (no file for
+    /// a second connection to open).
+    direct: Option<Direct>,
 }
 
 impl std::fmt::Debug for Group {
@@ -58,7 +60,7 @@ impl std::fmt::Debug for Group {
 }
 
 #[derive(Default)]
-struct State {
+pub(super) struct State {
     /// The connection, while a group's transaction is open.
     conn: Option<PoolConnection<Any>>,
     /// Where the open group's outcome is announced.
@@ -66,7 +68,7 @@ struct State {
     /// A call was abandoned inside its savepoint: roll it back first.
     abandoned: bool,
     /// The store is closing: no new group.
-    closed: bool,
+    pub(super) closed: bool,
 }
 
 /// One call's place in the group: holds the lock until its commit.
@@ -77,15 +79,26 @@ pub(super) struct Member {
 
 impl Group {
     /// The group over `pool` (SQLite's one writer connection), with its
-    /// committer task on the current runtime.
-    pub(super) fn start(pool: AnyPool) -> Arc<Group> {
+    /// committer task on the current runtime, and the direct writer of the
+    /// database file at `file`, when it is one.
+    pub(super) fn start(pool: AnyPool, file: Option<&Path>) -> Result<Arc<Group>, String> {
+        let state = Arc::new(Mutex::new(State::default()));
+        let direct = file
+            .map(|path| Direct::start(path, state.clone()))
+            .transpose()?;
         let group = Arc::new(Group {
             pool,
-            state: Arc::new(Mutex::new(State::default())),
+            state,
             finished: Arc::new(Notify::new()),
+            direct,
         });
         tokio::spawn(committer(group.finished.clone(), Arc::downgrade(&group)));
-        group
+        Ok(group)
+    }
+
+    /// The direct writer of one-step writes, where there is one.
+    pub(super) fn direct(&self) -> Option<&Direct> {
+        self.direct.as_ref()
     }
 
     /// Joins the open group (or begins one) and opens the call's savepoint.
@@ -101,25 +114,6 @@ impl Group {
             group: self.clone(),
             guard: Some(guard),
         })
-    }
-
-    /// Runs a call's whole write as one statement list, which opens the
-    /// call's savepoint and ends by releasing it ([`whole_write`]), and
-    /// waits for the group's commit: one round trip to the writer
-    /// connection's thread while the other writes wait, where [`join`]
-    /// and [`Member::commit_with`] take two or more. Answers the rows the
-    /// statements returned. If any statement fails, the savepoint is
-    /// rolled back whole.
-    ///
-    /// [`join`]: Group::join
-    pub(super) async fn write_whole(
-        self: &Arc<Group>,
-        statements: AnyQuery<'_>,
-    ) -> OpResult<Vec<AnyRow>> {
-        let mut guard = self.open().await?;
-        let conn = guard.conn.as_mut().expect("the group's connection");
-        let rows = statements.fetch_all(&mut **conn).await.map_err(db_error);
-        self.leave(guard, rows).await
     }
 
     /// Leaves the group after a call's last statement: when `done` failed,
@@ -160,8 +154,12 @@ impl Group {
         Ok(guard)
     }
 
-    /// Commits the open group, if any, and stops new ones.
+    /// Lets the direct writer commit what it was given, commits the open
+    /// group, if any, and stops new ones.
     pub(super) async fn close(&self) {
+        if let Some(direct) = &self.direct {
+            direct.stop().await;
+        }
         let mut guard = self.state.lock().await;
         commit_open(&mut guard).await;
         guard.closed = true;
@@ -193,7 +191,7 @@ async fn settle_abandoned(state: &mut State) -> OpResult<()> {
 }
 
 /// Commits the open group and announces the outcome to its members.
-async fn commit_open(state: &mut State) {
+pub(super) async fn commit_open(state: &mut State) {
     if settle_abandoned(state).await.is_err() {
         // The group was rolled back and its members told.
         return;

@@ -64,6 +64,11 @@ impl Inline {
         })
     }
 
+    /// The database file.
+    pub(super) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
     fn open(&self) -> rusqlite::Result<Connection> {
         let conn = Connection::open_with_flags(
             &self.path,

@@ -3,16 +3,20 @@
 //!
 //! Reads and writes go through different handles from the start
 //! ([`Store::reader`], [`Store::writer`]), so reads can later be served by
-//! replicas. On SQLite the writer is one connection: writes queue in the
+//! replicas. On SQLite the writer pool is one connection: writes queue in the
 //! pool instead of meeting `database is locked`, and WAL lets readers run
 //! beside it. Every write commits with `synchronous=FULL`, so an
 //! acknowledged write survives a `kill -9`; write transactions that queue
-//! behind each other share one commit (`group`).
+//! behind each other share one commit (`group`), and a write that is one
+//! statement list runs on a second connection, the direct writer
+//! (`direct`), which commits every such write queued for it at once.
 //!
 //! SQL is written once with `$1` placeholders, which both backends accept;
 //! where the dialects differ, [`Backend`] picks the statement.
 
 mod batch;
+mod bind;
+mod direct;
 mod error;
 mod full_text;
 mod gates;
@@ -29,11 +33,12 @@ pub mod testing;
 mod tx;
 
 pub use batch::{BatchSink, BatchWriter};
+pub(crate) use bind::{Bind, Values};
 pub use error::db_error;
 pub use full_text::{FullTextState, Merged};
 pub use gates::{GrantRow, IdemBegin, NamespaceAccess, SIGNING_KEY_SETTING};
 pub use inline::{all_rows, first_row};
-pub(crate) use multirow::{AnyQuery, execute_chunked};
+pub(crate) use multirow::execute_chunked;
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
 pub use open::{StoreOptions, default_connections, default_database_url};
@@ -41,7 +46,7 @@ pub use rate_buckets::RateBudget;
 pub use read::ReadConn;
 pub use session_runs::SessionRunKey;
 pub use tx::WriteTx;
-pub(crate) use tx::one_step_sql;
+pub(crate) use tx::{OneStep, one_step_sql};
 
 use std::sync::LazyLock;
 

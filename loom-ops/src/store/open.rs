@@ -197,13 +197,18 @@ impl Store {
                 .map_err(|e| format!("cannot open the database: {e}"))?,
             Backend::Postgres => writer.clone(),
         };
-        let group =
-            (backend == Backend::Sqlite).then(|| super::group::Group::start(writer.clone()));
         let kept = (backend == Backend::Sqlite)
             .then(|| super::read::Kept::new(reader.clone(), connections, options.acquire_timeout));
         // After the pools connected: `mode=rwc` has created the file by now.
         let inline = match backend {
             Backend::Sqlite => super::inline::Inline::for_url(&url).map(std::sync::Arc::new),
+            Backend::Postgres => None,
+        };
+        let group = match backend {
+            Backend::Sqlite => Some(super::group::Group::start(
+                writer.clone(),
+                inline.as_deref().map(super::inline::Inline::path),
+            )?),
             Backend::Postgres => None,
         };
         Ok(Store {

@@ -12,7 +12,8 @@ use std::sync::LazyLock;
 use loom_core::{OpCx, OpResult};
 use sqlx::{Any, Transaction};
 
-use super::group::{Member, RELEASE_SAVEPOINT, whole_write};
+use super::bind::{Bind, Values};
+use super::group::{Member, RELEASE_SAVEPOINT};
 use super::multirow::AnyQuery;
 use super::{Store, db_error, now_ms};
 
@@ -26,21 +27,36 @@ const INSERT_AUDIT: &str = "INSERT INTO audit_log \
 static INSERT_AUDIT_AND_RELEASE: LazyLock<String> =
     LazyLock::new(|| format!("{INSERT_AUDIT}; {RELEASE_SAVEPOINT}"));
 
+/// A write's statements, in order, for SQLite's direct writer: built once
+/// by [`one_step_sql`], run by [`Store::write_in_one_step`].
+#[derive(Debug)]
+pub(crate) struct OneStep {
+    statements: Vec<String>,
+}
+
 /// A write as one statement list on SQLite ([`Store::write_in_one_step`]):
-/// `write`, statements whose parameters end at `$next - 1`, which return a
-/// row only when the write happened (`RETURNING`) and whose last then
-/// changes exactly one row; then the call's audit row (parameters `$next`
-/// on, [`Store::write_in_one_step`] binds them), written only then; all
-/// inside the call's savepoint.
-pub(crate) fn one_step_sql(write: &str, next: usize) -> String {
+/// `write`, statements separated by `;` (none inside a literal) whose
+/// parameters end at `$next - 1`, which return a row only when the write
+/// happened (`RETURNING`) and whose last then changes exactly one row;
+/// then the call's audit row (parameters `$next` on,
+/// [`Store::write_in_one_step`] binds them), written only then.
+pub(crate) fn one_step_sql(write: &str, next: usize) -> OneStep {
     let p: Vec<String> = (next..next + 9).map(|n| format!("${n}")).collect();
     let audited = next + 9;
-    whole_write(&format!(
-        "{write}; INSERT INTO audit_log \
+    let audit = format!(
+        "INSERT INTO audit_log \
          (org, namespace, subject, agent, op, args_digest, outcome, request_id, at_ms) \
          SELECT {} WHERE changes() = 1 AND ${audited} = 1",
         p.join(", ")
-    ))
+    );
+    let statements = write
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .chain([audit])
+        .collect();
+    OneStep { statements }
 }
 
 /// A write transaction on the store's writer.
@@ -64,33 +80,37 @@ impl Store {
     }
 
     /// Whether a call's write can run as one statement list
-    /// ([`Store::write_in_one_step`]): SQLite, whose writes share one
-    /// connection, each statement a round trip the other writes wait on.
+    /// ([`Store::write_in_one_step`]): SQLite on a file, whose one-step
+    /// writes run back to back on the direct writer ([`super::direct`]).
     pub(crate) fn writes_in_one_step(&self) -> bool {
-        self.group.is_some()
+        self.group.as_ref().is_some_and(|g| g.direct().is_some())
     }
 
-    /// Runs `statements` (text from [`one_step_sql`], its write's parameters
-    /// bound) as the call's whole write and waits for its commit, binding
-    /// the audit row's parameters: the audit row (outcome `ok`) is written
-    /// with the change when the op is audited and has none yet. Answers the
-    /// rows the statements returned: by [`one_step_sql`]'s contract, none
-    /// when nothing was written. Only where [`Store::writes_in_one_step`].
-    pub(crate) async fn write_in_one_step<'q>(
+    /// Runs `step` (from [`one_step_sql`]) with `values`, its write's
+    /// parameters, as the call's whole write and waits for its commit,
+    /// binding the audit row's parameters: the audit row (outcome `ok`) is
+    /// written with the change when the op is audited and has none yet.
+    /// Answers how many rows the statements returned: by [`one_step_sql`]'s
+    /// contract, none when nothing was written. Only where
+    /// [`Store::writes_in_one_step`].
+    pub(crate) async fn write_in_one_step(
         &self,
-        cx: &'q OpCx,
-        statements: AnyQuery<'q>,
-    ) -> OpResult<Vec<sqlx::any::AnyRow>> {
-        let Some(group) = &self.group else {
+        cx: &OpCx,
+        step: &'static OneStep,
+        values: Values,
+    ) -> OpResult<usize> {
+        let Some(direct) = self.group.as_ref().and_then(|g| g.direct()) else {
             return Err(loom_core::LoomError::internal(
-                "a one-step write needs SQLite's group commit",
+                "a one-step write needs SQLite's direct writer",
             ));
         };
         let audit = cx.audit && !cx.audited();
-        let rows = group
-            .write_whole(audit_args(statements, cx, "ok").bind(i64::from(audit)))
-            .await?;
-        if audit && !rows.is_empty() {
+        let values = audit_args(values, cx, "ok")
+            .arg(i64::from(audit))
+            .into_inner()
+            .map_err(loom_core::LoomError::internal)?;
+        let rows = direct.write(&step.statements, values).await?;
+        if audit && rows > 0 {
             cx.mark_audited();
         }
         Ok(rows)
@@ -164,17 +184,17 @@ fn audit_row<'q>(sql: &'q str, cx: &'q OpCx, outcome: &'q str) -> AnyQuery<'q> {
 }
 
 /// `query` with the call's audit row bound as its next nine parameters.
-fn audit_args<'q>(query: AnyQuery<'q>, cx: &'q OpCx, outcome: &'q str) -> AnyQuery<'q> {
+fn audit_args<'q, B: Bind<'q>>(query: B, cx: &'q OpCx, outcome: &'q str) -> B {
     query
-        .bind(&cx.scope.org)
-        .bind(&cx.scope.namespace)
-        .bind(&cx.caller.subject)
-        .bind(&cx.scope.agent)
-        .bind(cx.op)
-        .bind(&cx.args_digest)
-        .bind(outcome)
-        .bind(&cx.request_id)
-        .bind(now_ms())
+        .arg(&cx.scope.org)
+        .arg(&cx.scope.namespace)
+        .arg(&cx.caller.subject)
+        .arg(&cx.scope.agent)
+        .arg(cx.op)
+        .arg(&cx.args_digest)
+        .arg(outcome)
+        .arg(&cx.request_id)
+        .arg(now_ms())
 }
 
 impl Store {
