@@ -18,6 +18,7 @@
 //! and writes that do not run in one step keep their order in line.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::thread::JoinHandle;
@@ -52,6 +53,21 @@ struct Job {
 pub(super) struct Direct {
     jobs: StdMutex<Option<mpsc::Sender<Job>>>,
     thread: StdMutex<Option<JoinHandle<()>>>,
+    /// Cleared when the thread ends (stopped, or a panic): writes then take
+    /// the path through sqlx's writer instead of failing one by one.
+    running: Arc<AtomicBool>,
+}
+
+/// Clears the writer's `running` flag when its thread ends, however it ends.
+struct Running(Arc<AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+        if std::thread::panicking() {
+            tracing::error!("the direct writer stopped on a panic; writes go through the group");
+        }
+    }
 }
 
 impl Direct {
@@ -61,14 +77,25 @@ impl Direct {
         let conn = open(path).map_err(|e| format!("cannot open the direct writer: {e}"))?;
         let (tx, rx) = mpsc::channel();
         let runtime = Handle::current();
+        let running = Arc::new(AtomicBool::new(true));
+        let flag = Running(running.clone());
         let thread = std::thread::Builder::new()
             .name("loom-sqlite-writer".into())
-            .spawn(move || run(&conn, &rx, &state, &runtime))
+            .spawn(move || {
+                let _running = flag;
+                run(&conn, &rx, &state, &runtime);
+            })
             .map_err(|e| format!("cannot start the direct writer: {e}"))?;
         Ok(Direct {
             jobs: StdMutex::new(Some(tx)),
             thread: StdMutex::new(Some(thread)),
+            running,
         })
+    }
+
+    /// Whether the thread still takes writes.
+    pub(super) fn running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
     }
 
     /// Runs `statements` with `values` as one call's write and waits for its
@@ -243,4 +270,55 @@ fn execute(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 /// A failed write: an internal fault whose cause is logged, never sent.
 fn sqlite_error(e: &rusqlite::Error) -> LoomError {
     LoomError::internal(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn statements(sql: &[&str]) -> &'static [String] {
+        Box::leak(sql.iter().map(|s| (*s).to_owned()).collect())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_commit_fail_alone_and_stop_with_the_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("direct.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)",
+            )
+            .unwrap();
+        let direct = Direct::start(&path, Arc::new(Mutex::new(State::default()))).unwrap();
+        assert!(direct.running());
+
+        let insert = statements(&["INSERT INTO t (k, v) VALUES ($1, $2) RETURNING v"]);
+        let row = |k: &str, v: i64| vec![Value::Text(k.into()), Value::Integer(v)];
+        assert_eq!(direct.write(insert, row("a", 1)).await.unwrap(), 1);
+        // A duplicate key fails in the database: that write alone.
+        let (dup, b) = tokio::join!(
+            direct.write(insert, row("a", 2)),
+            direct.write(insert, row("b", 3))
+        );
+        assert!(dup.is_err());
+        assert_eq!(b.unwrap(), 1);
+        // A parameter the values do not hold is the write's error.
+        let unbound = statements(&["INSERT INTO t (k, v) VALUES ($1, $9)"]);
+        assert!(direct.write(unbound, row("c", 4)).await.is_err());
+
+        let committed: Vec<(String, i64)> = Connection::open(&path)
+            .unwrap()
+            .prepare("SELECT k, v FROM t ORDER BY k")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(committed, [("a".to_owned(), 1), ("b".to_owned(), 3)]);
+
+        direct.stop().await;
+        assert!(!direct.running());
+        assert!(direct.write(insert, row("d", 5)).await.is_err());
+    }
 }

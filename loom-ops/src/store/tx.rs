@@ -83,7 +83,10 @@ impl Store {
     /// ([`Store::write_in_one_step`]): SQLite on a file, whose one-step
     /// writes run back to back on the direct writer ([`super::direct`]).
     pub(crate) fn writes_in_one_step(&self) -> bool {
-        self.group.as_ref().is_some_and(|g| g.direct().is_some())
+        self.group
+            .as_ref()
+            .and_then(|g| g.direct())
+            .is_some_and(super::direct::Direct::running)
     }
 
     /// Runs `step` (from [`one_step_sql`]) with `values`, its write's
