@@ -30,6 +30,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{Mutex, oneshot};
 
 use super::group::{OPEN_SAVEPOINT, RELEASE_SAVEPOINT, State, commit_open};
+use super::open::{SQLITE_SETTINGS, SQLITE_WRITER_CACHE};
 
 /// Prepared statements the writer keeps: each one-step write is a few.
 const CACHED_STATEMENTS: usize = 64;
@@ -142,12 +143,9 @@ fn open(path: &Path) -> rusqlite::Result<Connection> {
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    // As sqlx's writer connection (`open`): the same durability and caches.
-    conn.execute_batch(
-        "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-         PRAGMA foreign_keys = ON; PRAGMA mmap_size = 1073741824; PRAGMA temp_store = MEMORY; \
-         PRAGMA cache_size = -32768;",
-    )?;
+    // As sqlx's writer connection: the same durability and caches.
+    conn.execute_batch(SQLITE_SETTINGS)?;
+    conn.execute_batch(SQLITE_WRITER_CACHE)?;
     conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
     Ok(conn)
 }

@@ -7,6 +7,28 @@ use sqlx::any::{AnyPoolOptions, install_default_drivers};
 
 use super::{Backend, Store};
 
+/// What every SQLite connection of the store is set to, sqlx's and the
+/// direct writer's alike. busy_timeout first: the journal_mode pragma
+/// itself takes a lock, and without a timeout it fails at once while
+/// another process (a CLI, a replica) writes. synchronous = FULL: an
+/// acknowledged write survives a crash. mmap_size: pages are read through
+/// a shared memory map instead of a pread into each connection's own small
+/// cache (reads only; writes and the WAL are unchanged, so crash safety is
+/// too). temp_store: a savepoint's statement journal (every write runs in
+/// one, see `group`) and sorts stay in memory, not in temp files.
+pub(super) const SQLITE_SETTINGS: &str = "PRAGMA busy_timeout = 10000; \
+     PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
+     PRAGMA mmap_size = 1073741824; PRAGMA temp_store = MEMORY;";
+
+/// A writer's page cache, on top of [`SQLITE_SETTINGS`]: it holds a whole
+/// transaction. A group of calls or a batch of usage rows (recall counts
+/// land on random rows) dirties hundreds of pages, which at SQLite's
+/// default 2 MB spilled into the WAL before the commit. Under the
+/// memory.get benchmark the writer's extra work showed as the readers'
+/// p99: 17 ms with 16 MB, 7-11 ms with 32 MB (filled only as pages are
+/// touched).
+pub(super) const SQLITE_WRITER_CACHE: &str = "PRAGMA cache_size = -32768";
+
 /// The database Loom uses when `LOOM_DATABASE_URL` is unset: `loom.db` in
 /// the working folder, created if missing.
 pub fn default_database_url() -> String {
@@ -127,23 +149,7 @@ impl Store {
                     Box::pin(async move {
                         match backend {
                             Backend::Sqlite => {
-                                // busy_timeout first: the journal_mode pragma itself
-                                // takes a lock, and without a timeout it fails at once
-                                // while another process (a CLI, a replica) writes.
-                                // mmap_size: pages are read through a shared
-                                // memory map instead of a pread into each
-                                // connection's own small cache (reads only;
-                                // writes and the WAL are unchanged, so crash
-                                // safety is too).
-                                // temp_store: a savepoint's statement journal
-                                // (every write runs in one, see `group`) and
-                                // sorts stay in memory, not in temp files.
-                                conn.execute(
-                                    "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; \
-                                     PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
-                                     PRAGMA mmap_size = 1073741824; PRAGMA temp_store = MEMORY;",
-                                )
-                                .await?;
+                                conn.execute(SQLITE_SETTINGS).await?;
                                 if !sqlite_extra.is_empty() {
                                     conn.execute(sqlite_extra).await?;
                                 }
@@ -178,13 +184,7 @@ impl Store {
             Backend::Sqlite => 1,
             Backend::Postgres => connections.max(2),
         };
-        // The writer's page cache holds a whole transaction: a group of
-        // calls or a batch of usage rows (recall counts land on random rows)
-        // dirties hundreds of pages, which at SQLite's default 2 MB spilled
-        // into the WAL before the commit. Under the memory.get benchmark the
-        // writer's extra work showed as the readers' p99: 17 ms with 16 MB,
-        // 7-11 ms with 32 MB (filled only as pages are touched).
-        let writer = setup(schema.clone(), "PRAGMA cache_size = -32768")
+        let writer = setup(schema.clone(), SQLITE_WRITER_CACHE)
             .max_connections(writers)
             .connect(&url)
             .await

@@ -13,13 +13,23 @@ use loom_core::{OpCx, OpResult};
 use sqlx::{Any, Transaction};
 
 use super::bind::{Bind, Values};
+use super::direct::Direct;
 use super::group::{Member, RELEASE_SAVEPOINT};
 use super::multirow::AnyQuery;
 use super::{Store, db_error, now_ms};
 
-const INSERT_AUDIT: &str = "INSERT INTO audit_log \
-     (org, namespace, subject, agent, op, args_digest, outcome, request_id, at_ms) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+/// The audit row's table and columns, as [`audit_args`] binds them.
+macro_rules! insert_audit_into {
+    () => {
+        "INSERT INTO audit_log \
+         (org, namespace, subject, agent, op, args_digest, outcome, request_id, at_ms)"
+    };
+}
+
+const INSERT_AUDIT: &str = concat!(
+    insert_audit_into!(),
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+);
 
 /// The audit row and the release of the call's savepoint as one
 /// statement list: on SQLite each statement is a round trip to the
@@ -44,9 +54,8 @@ pub(crate) fn one_step_sql(write: &str, next: usize) -> OneStep {
     let p: Vec<String> = (next..next + 9).map(|n| format!("${n}")).collect();
     let audited = next + 9;
     let audit = format!(
-        "INSERT INTO audit_log \
-         (org, namespace, subject, agent, op, args_digest, outcome, request_id, at_ms) \
-         SELECT {} WHERE changes() = 1 AND ${audited} = 1",
+        "{} SELECT {} WHERE changes() = 1 AND ${audited} = 1",
+        insert_audit_into!(),
         p.join(", ")
     );
     let statements = write
@@ -83,10 +92,12 @@ impl Store {
     /// ([`Store::write_in_one_step`]): SQLite on a file, whose one-step
     /// writes run back to back on the direct writer ([`super::direct`]).
     pub(crate) fn writes_in_one_step(&self) -> bool {
-        self.group
-            .as_ref()
-            .and_then(|g| g.direct())
-            .is_some_and(super::direct::Direct::running)
+        self.direct().is_some_and(Direct::running)
+    }
+
+    /// SQLite's direct writer, where there is one.
+    fn direct(&self) -> Option<&Direct> {
+        self.group.as_ref().and_then(|g| g.direct())
     }
 
     /// Runs `step` (from [`one_step_sql`]) with `values`, its write's
@@ -102,7 +113,7 @@ impl Store {
         step: &'static OneStep,
         values: Values,
     ) -> OpResult<usize> {
-        let Some(direct) = self.group.as_ref().and_then(|g| g.direct()) else {
+        let Some(direct) = self.direct() else {
             return Err(loom_core::LoomError::internal(
                 "a one-step write needs SQLite's direct writer",
             ));
