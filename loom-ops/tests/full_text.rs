@@ -127,3 +127,130 @@ async fn postgresql_has_no_full_text_merging() {
         assert!(!h.store().merge_full_text_step().await.unwrap());
     }
 }
+
+/// A store made before migration 0009 (memories filed in the index under
+/// their own id) is rebuilt under the negated ids when it is opened, and
+/// search then takes the newest rows first, as before, and keeps up with
+/// new writes.
+#[tokio::test]
+async fn a_store_indexed_before_newest_first_is_rebuilt_and_answers_newest_first() {
+    let (url, dir) = loom_ops::store::testing::sqlite_url();
+    // The migrations up to 0008, run by a migrator of their own.
+    let old = dir.join("migrations-before-0009");
+    std::fs::create_dir_all(&old).unwrap();
+    for entry in
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite")).unwrap()
+    {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if name.as_str() < "0009" {
+            std::fs::copy(&path, old.join(name)).unwrap();
+        }
+    }
+    let options = url
+        .parse::<sqlx::sqlite::SqliteConnectOptions>()
+        .unwrap()
+        .create_if_missing(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    sqlx::migrate::Migrator::new(old.as_path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    // 150 rows holding "deploy", oldest first (ids 1..150), and one deleted.
+    let insert = "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, \
+                  source, content_hash, version, deleted, created_ms, updated_ms) \
+                  VALUES ($1, $2, $3, $4, $5, 'fact', '[]', '', 'h', 1, $6, 1000, 1000)";
+    for i in 0..150 {
+        sqlx::query(insert)
+            .bind(common::ORG)
+            .bind(common::NS)
+            .bind(common::AGENT)
+            .bind(format!("k{i:03}"))
+            .bind(format!("deploy window number{i}"))
+            .bind(0_i64)
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    sqlx::query(insert)
+        .bind(common::ORG)
+        .bind(common::NS)
+        .bind(common::AGENT)
+        .bind("gone")
+        .bind("deploy removed")
+        .bind(1_i64)
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+
+    let h = common::Harness::seeded(loom_ops::store::testing::sqlite_at(url, dir).await).await;
+    let indexed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'deploy'")
+            .fetch_one(h.store().reader())
+            .await
+            .unwrap();
+    assert_eq!(indexed, 151);
+    sqlx::query("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+        .execute(h.store().writer())
+        .await
+        .unwrap();
+
+    // Every row scores the same, so the page is the candidates in key
+    // order: the 100 newest (k050..k149), not the 100 oldest.
+    let page = h
+        .call("memory.search", json!({"query": "deploy", "limit": 50}))
+        .await
+        .unwrap();
+    let keys: Vec<&str> = page["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["memory_key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys.len(), 50);
+    assert_eq!((keys[0], keys[49]), ("k050", "k099"));
+    let one = h
+        .call("memory.search", json!({"query": "number7"}))
+        .await
+        .unwrap();
+    assert_eq!(one["hits"][0]["memory_key"], "k007");
+
+    // New rows and changed rows are indexed under the new layout.
+    h.call(
+        "memory.set",
+        json!({"memory_key": "fresh", "content": "quokka sighting"}),
+    )
+    .await
+    .unwrap();
+    h.call(
+        "memory.set",
+        json!({"memory_key": "k010", "content": "zebra crossing"}),
+    )
+    .await
+    .unwrap();
+    let hit = |query: &'static str| {
+        let h = &h;
+        async move {
+            let found = h
+                .call("memory.search", json!({ "query": query }))
+                .await
+                .unwrap();
+            found["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|hit| hit["memory_key"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(hit("quokka").await, ["fresh"]);
+    assert_eq!(hit("zebra").await, ["k010"]);
+    assert!(hit("number10").await.is_empty());
+    sqlx::query("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+        .execute(h.store().writer())
+        .await
+        .unwrap();
+}

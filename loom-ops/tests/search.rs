@@ -759,7 +759,7 @@ async fn fts5_bm25(h: &common::Harness, terms: &[&str], key: &str) -> f64 {
         .join(" OR ");
     sqlx::query_scalar(
         "SELECT -bm25(memories_fts, 2.0, 1.0, 0.5) FROM memories_fts \
-         JOIN memories m ON m.id = memories_fts.rowid \
+         JOIN memories m ON m.id = -memories_fts.rowid \
          WHERE memories_fts MATCH $1 AND m.memory_key = $2",
     )
     .bind(expr)

@@ -37,7 +37,7 @@ use crate::store::{Backend, PerBackend, Store, db_error, rfc3339};
 /// third of them, and the database computed bm25 / ts_rank for each of
 /// those ~36,000 rows, joined and sorted them (about 70 ms of CPU per query
 /// on SQLite, 250 ms on PostgreSQL; seconds under load). Taking a bounded
-/// number of rows in index order (FTS5 rowid, PostgreSQL's
+/// number of rows in index order (FTS5's rowid, the id negated; PostgreSQL's
 /// `memories_by_update`) costs the same whatever the store's size. Why 100:
 /// twice the largest page a caller may ask for (50), so the two passes
 /// together weigh up to four times it and recency, pins and recall counts
@@ -366,11 +366,15 @@ fn pass_sql(backend: Backend, expr: &str) -> String {
                 AND (m.expires_ms IS NULL OR m.expires_ms > $4) \
                 AND ($5 = '' OR m.agent = $5) AND ($6 = '' OR m.kind = $6)";
     match backend {
-        // FTS5 walks its index in rowid order and stops at the limit.
+        // FTS5 walks its index in rowid order and stops at the limit. Its
+        // rowid is the memory's id negated (migration 0009), so that order
+        // is newest first and FTS5 reads its doclists forwards: walked
+        // backwards (ORDER BY rowid DESC) the same pass cost up to twice as
+        // much, most on an index of many segments.
         Backend::Sqlite => format!(
             "SELECT * FROM (SELECT {cols}, -loom_bm25(memories_fts, $9, 2.0, 1.0, 0.5) AS raw \
-             FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid \
-             WHERE memories_fts MATCH {expr} {live} ORDER BY memories_fts.rowid DESC LIMIT $7)"
+             FROM memories_fts JOIN memories m ON m.id = -memories_fts.rowid \
+             WHERE memories_fts MATCH {expr} {live} ORDER BY memories_fts.rowid LIMIT $7)"
         ),
         // memories_by_update: read backwards, filtered, for common words;
         // the GIN index and a small sort for rare ones.

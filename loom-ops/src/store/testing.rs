@@ -92,6 +92,12 @@ fn drop_schema(url: String, schema: String) {
 /// A migrated SQLite store in a fresh file.
 pub async fn sqlite() -> TestStore {
     let (url, dir) = sqlite_url();
+    sqlite_at(url, dir).await
+}
+
+/// The SQLite store at `url` (a file in `dir`, from [`sqlite_url`]),
+/// migrated as `loom serve` would migrate it; `dir` is removed on drop.
+pub async fn sqlite_at(url: String, dir: std::path::PathBuf) -> TestStore {
     let options = StoreOptions::new(url);
     let store = Store::open(options.clone()).await.expect("open sqlite");
     TestStore {

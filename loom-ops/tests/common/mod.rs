@@ -48,7 +48,8 @@ fn services(store: Store) -> Arc<Services> {
 }
 
 impl Harness {
-    async fn seeded(t: TestStore) -> Harness {
+    /// A harness on `t`, with [`ORG`] and its namespaces created.
+    pub async fn seeded(t: TestStore) -> Harness {
         let w = t.store.writer();
         sqlx::query("INSERT INTO orgs (org, created_ms) VALUES ($1, $2)")
             .bind(ORG)
