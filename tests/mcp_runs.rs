@@ -25,6 +25,42 @@ fn idle_ms(t: &TestServer) -> i64 {
     t.server.app.config.mcp.session_run_idle.as_millis() as i64
 }
 
+/// The ledger is written off the request path, in batches, yet run.get
+/// lists every call of the run answered before it, with nothing flushed.
+#[tokio::test]
+async fn run_get_lists_every_call_answered_before_it() {
+    for t in servers(generous).await {
+        let token = t.token("default", "ana", Role::Writer, &[]);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("Cursor", "2025-11-25").await;
+        c.call(
+            "loom_memory_set",
+            json!({"memory_key": "a", "content": "one"}),
+        )
+        .await;
+        let run_id = runs(&c).await[0]["run_id"].as_str().unwrap().to_owned();
+        for round in 1..=5 {
+            c.call("loom_memory_get", json!({"memory_key": "a"})).await;
+            let detail = c
+                .call(
+                    "loom_op",
+                    json!({"op": "run.get", "arguments": {"run_id": run_id}}),
+                )
+                .await;
+            let calls = detail["structuredContent"]["calls"].as_array().unwrap();
+            let ops: Vec<&str> = calls.iter().filter_map(|c| c["op"].as_str()).collect();
+            assert_eq!(
+                ops.iter().filter(|op| **op == "memory.get").count(),
+                round,
+                "{}: {ops:?}",
+                t.name()
+            );
+            assert!(ops.contains(&"memory.set"), "{}: {ops:?}", t.name());
+        }
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn a_session_run_is_begun_carried_and_closed_on_delete() {
     for t in servers(generous).await {

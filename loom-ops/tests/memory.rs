@@ -106,6 +106,62 @@ async fn a_set_survives_a_restart_on_sqlite() {
     assert_eq!(got["version"], 1);
 }
 
+/// Recalls and exposures are written off the request path, in batches, yet
+/// what a caller reads next never misses what it was answered before: each
+/// get's count is one more than the last, and the breakdown, inspect and
+/// aggregate count every serving, with nothing flushed by the test.
+#[tokio::test]
+async fn every_recall_answered_before_a_read_is_in_what_it_reads() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call("memory.set", json!({"memory_key": "k", "content": "one"}))
+            .await
+            .unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "other", "content": "two"}),
+        )
+        .await
+        .unwrap();
+        for i in 1..=12 {
+            let got = h
+                .call("memory.get", json!({"memory_key": "k"}))
+                .await
+                .unwrap();
+            assert_eq!(got["recall_count"], i, "{n}: get {i}");
+            // a read of another row between two gets of this one
+            h.call("memory.get", json!({"memory_key": "other"}))
+                .await
+                .unwrap();
+        }
+        let got = h
+            .call_as(
+                "bob",
+                "memory.get",
+                // bob has no row "k": alice's is served
+                json!({"memory_key": "k", "include_recall_breakdown": true}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(got["recall_count"], 13, "{n}");
+        assert_eq!(
+            got["recall_breakdown"]["by_agent"],
+            json!([{"agent": "alice", "count": 12}, {"agent": "bob", "count": 1}]),
+            "{n}"
+        );
+        let inspected = h
+            .call("memory.inspect", json!({"memory_key": "k"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            (&inspected["exposures"], &inspected["served_agents"]),
+            (&json!(13), &json!(2)),
+            "{n}: {inspected}"
+        );
+        assert_eq!(inspected["memory"]["recall_count"], 13, "{n}");
+    }
+}
+
 #[tokio::test]
 async fn get_counts_recalls_records_exposures_and_falls_back_to_any_agent() {
     for h in common::all().await {

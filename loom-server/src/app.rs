@@ -84,6 +84,7 @@ impl App {
         let limiter = crate::pipeline::ratelimit::from_config(&config, &store)?;
         let oauth = crate::oauth::OAuth::from_config(&config)?;
         let ledger = crate::pipeline::ledger::start(Arc::new(store.clone()));
+        services.insert(ledger.clone());
         Ok(Arc::new(App {
             registry,
             services: Arc::new(services),

@@ -10,6 +10,7 @@ use super::model::{
     ProvenanceStep,
 };
 use super::store::{self as sql, COLUMNS, Row};
+use super::usage::UsageLog;
 use super::validate::{self, labels_from_json};
 use super::write::not_found;
 use crate::scope::require_namespace;
@@ -53,6 +54,8 @@ fn require_writer(cx: &OpCx, agent: Option<&str>) -> OpResult<()> {
 /// `memory.inspect`.
 pub async fn inspect(store: &Store, cx: &OpCx, input: MemoryLookup) -> OpResult<MemoryInspection> {
     validate::key("memory_key", &input.memory_key)?;
+    // Servings and recalls answered before this call count.
+    cx.service::<UsageLog>()?.flush().await;
     let now = now_ms();
     let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
@@ -186,6 +189,8 @@ pub async fn provenance(
 /// grouping (labels are a JSON array) works the same on both backends.
 pub async fn aggregate(store: &Store, cx: &OpCx, input: MemoryAggregate) -> OpResult<Aggregates> {
     require_writer(cx, input.agent.as_deref())?;
+    // Recalls answered before this call count.
+    cx.service::<UsageLog>()?.flush().await;
     let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
     let rows: Vec<Row> = sqlx::query_as(&format!(

@@ -8,7 +8,7 @@ use super::model::{
 };
 use super::rank::{self, SearchFilter};
 use super::store::{self as sql, ListFilter, Row, VersionRow};
-use super::usage::{self, Served};
+use super::usage::{self, Served, UsageLog};
 use super::validate::{self, invalid, labels_from_json};
 use super::write::not_found;
 use crate::scope::{require_namespace, require_namespace_in};
@@ -170,6 +170,12 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
             ));
             got_from_version(cx, key, &agent, &v)
         } else {
+            let log = cx.service::<UsageLog>()?;
+            let breakdown = input.include_recall_breakdown == Some(true);
+            if breakdown {
+                // Every serving answered before this call counts.
+                log.flush().await;
+            }
             // The plain get is one point read; the options below take a
             // connection for what they read besides.
             let Some(sql::RowWithRun { mut row, run_id }) =
@@ -177,6 +183,8 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
             else {
                 return Err(not_found(cx, key));
             };
+            // What this caller was answered before, written or not yet.
+            row.recall_count = log.recalls_seen(cx, &row);
             if let Some(expected) = input.if_version
                 && expected != row.version
             {
@@ -185,16 +193,18 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
             // The recall count ranks results, so a read that records no usage
             // leaves it; who was served which row is still recorded.
             let recall = cx.records_usage();
-            served.push(Served::new(cx, row.coordinates(), now, recall));
+            let mut serving = Served::new(cx, row.coordinates(), now, recall);
             if recall {
                 // The answer counts this recall; the stored count catches up
                 // when the usage log writes it.
                 row.recall_count += 1;
                 row.last_recall_ms = Some(now);
+                serving.answered_recalls = row.recall_count;
             }
+            served.push(serving);
             let mut got = got_from_row(&row);
             got.run_id = run_id;
-            if input.include_recall_breakdown == Some(true) {
+            if breakdown {
                 let mut by_agent = sql::exposures_by_agent(&mut *store.read().await?, &row).await?;
                 // This serving's exposure is still queued: count it here.
                 match by_agent.iter_mut().find(|(a, _)| *a == cx.scope.agent) {

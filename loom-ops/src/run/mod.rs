@@ -9,7 +9,7 @@ use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
 use self::model::{Run, RunBegin, RunComplete, RunDetail, RunGet, RunList, Runs};
 use crate::memory::validate;
 use crate::scope::require_namespace;
-use crate::store::{Store, now_ms};
+use crate::store::{Ledger, Store, now_ms};
 
 /// Starts a run: a unit of work whose writes and working memory carry its
 /// run_id. Pass the returned run_id to working_memory.set and end the run
@@ -97,6 +97,11 @@ async fn complete(cx: &OpCx, input: RunComplete) -> OpResult<Run> {
 #[loom_op(role = "viewer", idempotent, run_scoped = false)]
 async fn get(cx: &OpCx, input: RunGet) -> OpResult<RunDetail> {
     validate::key("run_id", &input.run_id)?;
+    // The calls answered before this one are ledgered off the request
+    // path: wait until they are written, so the run lists them.
+    if let Some(ledger) = cx.services().get::<Ledger>() {
+        ledger.flush().await;
+    }
     let store = cx.service::<Store>()?;
     let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;

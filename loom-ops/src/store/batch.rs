@@ -40,10 +40,19 @@ pub const ATTEMPTS: u32 = 5;
 /// commits the faster its statements ran. A flush or a close does not wait.
 pub const LINGER: Duration = Duration::from_millis(10);
 
+/// The call ledger's writer (`agent_events`, one row per call), started
+/// by the server. A service in `OpCx` where a server runs, so an op that
+/// reads the ledger can first wait for the rows of the calls answered
+/// before it ([`BatchWriter::flush`]).
+pub type Ledger = BatchWriter<loom_core::AgentEvent>;
+
 /// Where a writer's rows go, a batch at a time.
 pub trait BatchSink<T>: Send + Sync + 'static {
     /// Writes every row of the batch, or none.
     fn write_batch<'a>(&'a self, rows: &'a [T]) -> BoxFuture<'a, Result<(), LoomError>>;
+
+    /// The batch failed its last try and is dropped (it was logged as lost).
+    fn given_up(&self, _rows: &[T]) {}
 }
 
 enum Msg<T> {
@@ -124,6 +133,7 @@ async fn write<T: 'static>(what: &'static str, sink: &dyn BatchSink<T>, batch: &
             }
             Err(e) => {
                 tracing::error!(what, error = %e, cause = e.internal_message().unwrap_or(""), lost = batch.len(), "batch lost");
+                sink.given_up(batch);
             }
         }
     }
@@ -146,7 +156,13 @@ async fn run<T: 'static>(
         while let Some(msg) = next.take() {
             match msg {
                 Msg::Row(row) => batch.push(*row),
-                Msg::Flush(ack) => acks.push(ack),
+                Msg::Flush(ack) => {
+                    // Write what came before it now: under load rows never
+                    // stop arriving, and a flush that waited for a quiet
+                    // moment waited for a hundred milliseconds and more.
+                    acks.push(ack);
+                    break;
+                }
                 Msg::Close(ack) => {
                     close = Some(ack);
                     break;
@@ -156,7 +172,7 @@ async fn run<T: 'static>(
                 write(what, sink.as_ref(), &mut batch).await;
             }
             next = rx.try_recv().ok();
-            if next.is_none() && acks.is_empty() && batch.len() < BATCH {
+            if next.is_none() && batch.len() < BATCH {
                 next = tokio::time::timeout_at(deadline, rx.recv())
                     .await
                     .ok()

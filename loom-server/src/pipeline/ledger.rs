@@ -8,8 +8,7 @@ use std::sync::Arc;
 use loom_core::{AgentEvent, BoxFuture, EventSink, LoomError};
 use loom_ops::store::{BatchSink, BatchWriter};
 
-/// The handle calls record ledger rows through.
-pub type Ledger = BatchWriter<AgentEvent>;
+pub use loom_ops::store::Ledger;
 
 /// Starts the ledger writer on the current runtime.
 pub fn start(sink: Arc<dyn EventSink>) -> Ledger {

@@ -16,6 +16,9 @@ use crate::app::App;
 /// One sweep at `now_ms`: the runs it closed.
 pub async fn sweep_once(app: &App, now_ms: i64) -> Result<Vec<String>, loom_core::LoomError> {
     let idle_ms = i64::try_from(app.config.mcp.session_run_idle.as_millis()).unwrap_or(i64::MAX);
+    // A run's last call may still be queued for the ledger, which is what
+    // the sweep reads: write it first, so a run in use is never idle.
+    app.ledger.flush().await;
     let closed = app.store.sweep_idle_session_runs(now_ms, idle_ms).await?;
     if !closed.is_empty() {
         tracing::info!(
