@@ -10,15 +10,26 @@
 //! (loom-ops, `memory::doc_freq`) and passes the counts in:
 //!
 //! ```sql
-//! SELECT -loom_bm25(memories_fts, '1520 87', 2.0, 1.0, 0.5) FROM memories_fts WHERE memories_fts MATCH '"deploy" OR "window"'
+//! SELECT -loom_bm25(memories_fts, '1520 87', d.sz, 2.0, 1.0, 0.5)
+//! FROM memories_fts JOIN memories_fts_docsize d ON d.id = memories_fts.rowid
+//! WHERE memories_fts MATCH '"deploy" OR "window"'
 //! ```
 //!
 //! The first argument after the table is the frequencies, one per phrase of
-//! the MATCH expression in order, as decimal integers separated by spaces;
-//! the rest are column weights, as for `bm25()`. The frequencies are read
-//! once, at the query's first row, with the table's totals (as `bm25()`
-//! computes its own once per query). With the counts FTS5 would
-//! have made, the score is `bm25()`'s to the last bit (see the tests).
+//! the MATCH expression in order, as decimal integers separated by spaces.
+//! The second is the row's size: its `sz` blob from the table's docsize
+//! table, or NULL to have FTS5 read it. The rest are column weights, as
+//! for `bm25()`. The frequencies are read once, at the query's first row,
+//! with the table's totals (as `bm25()` computes its own once per query).
+//! With the counts FTS5 would have made, the score is `bm25()`'s to the
+//! last bit (see the tests).
+//!
+//! Why the size as an argument: FTS5 reads a row's size for an auxiliary
+//! function by running a statement of its own on the docsize table, per
+//! row; under Loom's search load that was a tenth of the searching
+//! threads' time. Joined in the query it is one more B-tree lookup in the
+//! query's own program (search +5%), and the blob is a varint per column
+//! as FTS5 writes it; a value that is not one is read from FTS5 instead.
 //!
 //! [`install`] registers the function with every SQLite connection the
 //! process opens afterwards (an SQLite auto-extension), sqlx's and
@@ -272,9 +283,14 @@ unsafe fn row_score(
     fts: *mut ffi::Fts5Context,
     args: &[*mut ffi::sqlite3_value],
 ) -> Result<f64, Failure> {
-    let Some((&dfs_arg, weights)) = args.split_first() else {
+    let Some((&dfs_arg, rest)) = args.split_first() else {
         return Err(Failure::Usage(
-            c"loom_bm25(table, frequencies, weights...): the document frequencies are missing",
+            c"loom_bm25(table, frequencies, row size, weights...): the document frequencies are missing",
+        ));
+    };
+    let Some((&size_arg, weights)) = rest.split_first() else {
+        return Err(Failure::Usage(
+            c"loom_bm25(table, frequencies, row size, weights...): the row size is missing",
         ));
     };
     // SAFETY: what FTS5 passed (the caller's promise); `data` lives until
@@ -302,8 +318,14 @@ unsafe fn row_score(
                 *f += weight;
             }
         }
-        let mut row_tokens: c_int = 0;
-        check!(call!(api, xColumnSize(fts, -1, &mut row_tokens)));
+        let row_tokens = match docsize_tokens(size_arg) {
+            Some(n) => n,
+            None => {
+                let mut n: c_int = 0;
+                check!(call!(api, xColumnSize(fts, -1, &mut n)));
+                i64::from(n)
+            }
+        };
         if data.rows <= 0 || data.tokens <= 0 {
             // Only an empty table has no tokens, and it matches nothing.
             return Ok(0.0);
@@ -311,11 +333,58 @@ unsafe fn row_score(
         Ok(bm25(
             data.rows,
             data.tokens,
-            i64::from(row_tokens),
+            row_tokens,
             &data.freqs,
             &data.dfs,
         ))
     }
+}
+
+/// The tokens in a row, from its `%_docsize.sz` blob (a varint per column,
+/// as FTS5 writes it), or `None` when `value` is not a blob (NULL: FTS5
+/// reads the row's size itself) or not a well-formed one.
+///
+/// # Safety
+/// `value` is a live SQL value of the current call.
+unsafe fn docsize_tokens(value: *mut ffi::sqlite3_value) -> Option<i64> {
+    // SAFETY: the type first; a blob's pointer, then its length, as SQLite
+    // documents; the bytes stay valid until the value is next converted,
+    // after this function.
+    let blob = unsafe {
+        if ffi::sqlite3_value_type(value) != ffi::SQLITE_BLOB {
+            return None;
+        }
+        let data = ffi::sqlite3_value_blob(value).cast::<u8>();
+        let len = usize::try_from(ffi::sqlite3_value_bytes(value)).ok()?;
+        if data.is_null() || len == 0 {
+            return None;
+        }
+        std::slice::from_raw_parts(data, len)
+    };
+    let mut total: i64 = 0;
+    let mut rest = blob;
+    while !rest.is_empty() {
+        let (n, used) = varint(rest)?;
+        total = total.checked_add(i64::try_from(n).ok()?)?;
+        rest = &rest[used..];
+    }
+    Some(total)
+}
+
+/// One SQLite varint (big-endian groups of 7 bits, the high bit set on all
+/// but the last; a ninth byte holds 8 bits) and the bytes it took.
+fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut n: u64 = 0;
+    for (i, &b) in bytes.iter().enumerate().take(9) {
+        if i == 8 {
+            return Some(((n << 8) | u64::from(b), 9));
+        }
+        n = (n << 7) | u64::from(b & 0x7f);
+        if b & 0x80 == 0 {
+            return Some((n, i + 1));
+        }
+    }
+    None
 }
 
 /// The frequencies argument, or `None` when it is not a list of integers.

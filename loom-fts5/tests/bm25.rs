@@ -40,13 +40,27 @@ fn counts(db: &Connection, terms: &[&str]) -> Vec<i64> {
         .collect()
 }
 
-/// (rowid, bm25, loom_bm25) for every row `expr` matches.
+/// (rowid, bm25, loom_bm25) for every row `expr` matches, loom_bm25 given
+/// the row's size from the docsize table, as Loom's search gives it.
 fn both_scores(db: &Connection, expr: &str, dfs: &str) -> Vec<(i64, f64, f64)> {
+    let rows = scores(
+        db,
+        expr,
+        dfs,
+        "(SELECT sz FROM t_docsize WHERE id = t.rowid)",
+    );
+    // With no size (NULL), FTS5 reads it itself: the same score.
+    let read_by_fts5 = scores(db, expr, dfs, "NULL");
+    assert_eq!(rows, read_by_fts5);
+    rows
+}
+
+fn scores(db: &Connection, expr: &str, dfs: &str, size: &str) -> Vec<(i64, f64, f64)> {
     let mut stmt = db
-        .prepare(
-            "SELECT rowid, bm25(t, 2.0, 1.0, 0.5), loom_bm25(t, ?2, 2.0, 1.0, 0.5) \
-             FROM t WHERE t MATCH ?1 ORDER BY rowid",
-        )
+        .prepare(&format!(
+            "SELECT rowid, bm25(t, 2.0, 1.0, 0.5), loom_bm25(t, ?2, {size}, 2.0, 1.0, 0.5) \
+             FROM t WHERE t MATCH ?1 ORDER BY rowid"
+        ))
         .expect("prepare");
     stmt.query_map([expr, dfs], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .expect("query")
@@ -113,6 +127,24 @@ fn a_rarer_term_weighs_more_and_stale_counts_only_move_the_weights() {
     }
 }
 
+/// A row of hundreds of tokens has sizes of two bytes in the docsize blob.
+#[test]
+fn long_rows_score_as_bm25_does() {
+    let long = |n: usize, word: &str| vec![word; n].join(" ");
+    let docs = vec![
+        ("k1".to_owned(), long(300, "deploy"), long(140, "window")),
+        ("k2".to_owned(), long(20_000, "window"), "deploy".to_owned()),
+        ("k3".to_owned(), "deploy".to_owned(), String::new()),
+    ];
+    let db = table(&docs);
+    let dfs = loom_fts5::frequencies(&counts(&db, &["deploy", "window"]));
+    let scores = both_scores(&db, "\"deploy\" OR \"window\"", &dfs);
+    assert_eq!(scores.len(), 3);
+    for (rowid, fts5, ours) in scores {
+        assert_eq!(fts5.to_bits(), ours.to_bits(), "row {rowid}: {fts5} {ours}");
+    }
+}
+
 #[test]
 fn bad_calls_fail_with_an_error_not_a_crash() {
     let db = table(&[("k".into(), "deploy window".into(), String::new())]);
@@ -122,16 +154,23 @@ fn bad_calls_fail_with_an_error_not_a_crash() {
     };
     let err = run("SELECT loom_bm25(t) FROM t WHERE t MATCH 'deploy'").unwrap_err();
     assert!(err.contains("frequencies are missing"), "{err}");
-    let err = run("SELECT loom_bm25(t, '1 2') FROM t WHERE t MATCH 'deploy'").unwrap_err();
+    let err = run("SELECT loom_bm25(t, '1') FROM t WHERE t MATCH 'deploy'").unwrap_err();
+    assert!(err.contains("row size is missing"), "{err}");
+    let err = run("SELECT loom_bm25(t, '1 2', NULL) FROM t WHERE t MATCH 'deploy'").unwrap_err();
     assert!(err.contains("one document frequency per phrase"), "{err}");
-    let err = run("SELECT loom_bm25(t, 'many') FROM t WHERE t MATCH 'deploy'").unwrap_err();
+    let err = run("SELECT loom_bm25(t, 'many', NULL) FROM t WHERE t MATCH 'deploy'").unwrap_err();
     assert!(err.contains("decimal integers"), "{err}");
-    let err = run("SELECT loom_bm25(t, NULL) FROM t WHERE t MATCH 'deploy'").unwrap_err();
+    let err = run("SELECT loom_bm25(t, NULL, NULL) FROM t WHERE t MATCH 'deploy'").unwrap_err();
     assert!(err.contains("decimal integers"), "{err}");
+    // A size that is no docsize blob (a truncated varint) is read from
+    // FTS5 instead: the row still scores.
+    let truncated = run("SELECT loom_bm25(t, '1', x'ff') FROM t WHERE t MATCH 'deploy'");
+    let from_fts5 = run("SELECT loom_bm25(t, '1', NULL) FROM t WHERE t MATCH 'deploy'");
+    assert_eq!(truncated, from_fts5);
     // Outside a full-text query it is no function at all.
     let err = run("SELECT loom_bm25('1')").unwrap_err();
     assert!(err.contains("loom_bm25"), "{err}");
-    assert!(run("SELECT loom_bm25(t, '1') FROM t WHERE t MATCH 'deploy'").is_ok());
+    assert!(run("SELECT loom_bm25(t, '1', NULL) FROM t WHERE t MATCH 'deploy'").is_ok());
 }
 
 #[test]
