@@ -147,3 +147,34 @@ async fn an_inline_read_sees_each_commit_the_moment_it_returns() {
         assert_eq!(one(&t.store, "SELECT COUNT(*) FROM orgs"), Some(i + 1));
     }
 }
+
+/// A read on the calling thread within a budget (search's): SQLite
+/// interrupts a statement that runs past it, the read answers `None` (the
+/// caller then goes the sqlx way), and the connection reads on without
+/// the budget.
+#[tokio::test]
+async fn a_bounded_read_past_its_budget_is_interrupted_and_the_connection_reads_on() {
+    let t = testing::sqlite().await;
+    let count_to = |n: i64| {
+        format!(
+            "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < {n}) \
+             SELECT count(*) FROM c"
+        )
+    };
+    // Seconds of work against a millisecond.
+    let slow = t
+        .store
+        .read_inline_within(std::time::Duration::from_millis(1), |conn| {
+            conn.query_row(&count_to(200_000_000), [], |r| r.get::<_, i64>(0))
+        });
+    assert!(slow.is_none());
+    // The same connection (the only idle one), long past the first budget:
+    // no handler is left to interrupt it.
+    assert_eq!(one(&t.store, &count_to(1_000_000)), Some(1_000_000));
+    let quick = t
+        .store
+        .read_inline_within(std::time::Duration::from_secs(600), |conn| {
+            conn.query_row(&count_to(10), [], |r| r.get::<_, i64>(0))
+        });
+    assert_eq!(quick.map(|r| r.unwrap()), Some(10));
+}

@@ -229,7 +229,7 @@ impl RowWithRun {
 
 impl Row {
     /// Decodes the columns of [`COLUMNS`], in order, read through rusqlite.
-    fn from_sqlite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    pub(super) fn from_sqlite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         Ok(Row {
             org: r.get(0)?,
             namespace: r.get(1)?,

@@ -87,16 +87,8 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
                 ..SearchFilter::default()
             };
             hits.extend(
-                rank::search_counted(
-                    &mut conn,
-                    store.backend(),
-                    cx,
-                    &counted,
-                    &filter,
-                    top_k as usize,
-                    now,
-                )
-                .await?,
+                rank::search_counted(&mut conn, store, cx, &counted, &filter, top_k as usize, now)
+                    .await?,
             );
         }
         hits.sort_by(|a, b| rank::score(&b.1).total_cmp(&rank::score(&a.1)));

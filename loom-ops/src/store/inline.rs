@@ -16,7 +16,10 @@
 //! recovering the WAL after a crash) is answered "busy" at once, and the
 //! caller then runs the same statement through [`Store::read`] instead.
 //! Only statements bounded by an index lookup belong here; anything that
-//! scans or sorts many rows (search, listings) stays on sqlx's threads.
+//! scans or sorts many rows (listings) stays on sqlx's threads. Search is
+//! the one exception, under a time budget: [`Store::read_inline_within`]
+//! has SQLite interrupt a statement that runs past it, and the caller runs
+//! it on sqlx's threads instead.
 //!
 //! PostgreSQL, and SQLite in memory (nothing else could open it), have no
 //! inline reads: [`Store::read_inline`] answers `None` and the caller uses
@@ -26,6 +29,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use loom_core::{LoomError, OpResult};
 use rusqlite::{Connection, OpenFlags, Statement, ToSql};
@@ -82,7 +86,8 @@ impl Inline {
     }
 
     /// Runs `read` on an idle connection (opened when there is none).
-    /// `None`: the file is busy (see the module doc) or the store closed.
+    /// `None`: the file is busy (see the module doc), the read was
+    /// interrupted ([`Store::read_inline_within`]) or the store closed.
     fn run<T>(&self, read: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Option<OpResult<T>> {
         if self.closed.load(Ordering::Acquire) {
             return None;
@@ -94,7 +99,7 @@ impl Inline {
             Err(e) => return Some(Err(sqlite_error(e))),
         };
         let out = match read(&conn) {
-            Err(e) if busy(&e) => None,
+            Err(e) if busy(&e) || interrupted(&e) => None,
             out => Some(out.map_err(sqlite_error)),
         };
         if !self.closed.load(Ordering::Acquire) {
@@ -119,6 +124,13 @@ fn busy(e: &rusqlite::Error) -> bool {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
     )
 }
+
+fn interrupted(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted)
+}
+
+/// VM instructions between two looks at a bounded read's clock.
+const PROGRESS_STEPS: std::ffi::c_int = 1000;
 
 /// A failed inline read: an internal fault whose cause is logged, never sent
 /// (as [`super::db_error`] does for sqlx's errors).
@@ -191,5 +203,23 @@ impl Store {
         read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Option<OpResult<T>> {
         self.inline.as_ref()?.run(read)
+    }
+
+    /// [`Store::read_inline`] for a statement that usually costs little but
+    /// is not bounded by an index lookup (a search): SQLite interrupts it
+    /// once it has run for `budget`, and the caller then runs it through
+    /// [`Store::read`] instead (this answers `None`).
+    pub fn read_inline_within<T>(
+        &self,
+        budget: Duration,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Option<OpResult<T>> {
+        self.inline.as_ref()?.run(|conn| {
+            let started = Instant::now();
+            conn.progress_handler(PROGRESS_STEPS, Some(move || started.elapsed() > budget));
+            let out = read(conn);
+            conn.progress_handler(0, None::<fn() -> bool>);
+            out
+        })
     }
 }
