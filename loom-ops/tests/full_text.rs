@@ -9,6 +9,14 @@ async fn segments(h: &common::Harness) -> i64 {
     h.store().full_text_state().await.unwrap().unwrap().segments
 }
 
+/// FTS5's check of the index's own consistency: fails the test on a fault.
+async fn integrity_check(h: &common::Harness) {
+    sqlx::query("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+        .execute(h.store().writer())
+        .await
+        .unwrap();
+}
+
 /// A SQLite store whose full-text index does not merge by itself, so
 /// every write leaves a segment of its own.
 async fn without_automerge() -> common::Harness {
@@ -52,10 +60,7 @@ async fn a_quiet_index_in_many_segments_is_merged_into_one_and_still_answers() {
     );
     assert!(merged.steps >= 1);
     assert_eq!(segments(&h).await, 1);
-    sqlx::query("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
-        .execute(h.store().writer())
-        .await
-        .unwrap();
+    integrity_check(&h).await;
     let found = h
         .call("memory.search", json!({"query": "deploy", "limit": 50}))
         .await
@@ -193,10 +198,7 @@ async fn a_store_indexed_before_newest_first_is_rebuilt_and_answers_newest_first
             .await
             .unwrap();
     assert_eq!(indexed, 151);
-    sqlx::query("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
-        .execute(h.store().writer())
-        .await
-        .unwrap();
+    integrity_check(&h).await;
 
     // Every row scores the same, so the page is the candidates in key
     // order: the 100 newest (k050..k149), not the 100 oldest.
@@ -249,8 +251,5 @@ async fn a_store_indexed_before_newest_first_is_rebuilt_and_answers_newest_first
     assert_eq!(hit("quokka").await, ["fresh"]);
     assert_eq!(hit("zebra").await, ["k010"]);
     assert!(hit("number10").await.is_empty());
-    sqlx::query("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
-        .execute(h.store().writer())
-        .await
-        .unwrap();
+    integrity_check(&h).await;
 }
