@@ -27,7 +27,7 @@ use serde::Serialize;
 use sqlx::AnyConnection;
 
 use super::store::{COLUMNS, Row};
-use crate::store::{Backend, PerBackend, Store, all_rows, db_error, rfc3339};
+use crate::store::{Backend, Bind, PerBackend, Store, Values, all_rows, db_error, rfc3339};
 
 /// Rows each retrieval pass takes from the full-text index, newest first,
 /// before they are ranked.
@@ -245,54 +245,30 @@ pub async fn search_counted(
     // On SQLite the statement runs on the calling thread, within a budget
     // (INLINE_BUDGET), like a point read; past it, on sqlx's threads.
     let inline = store.read_inline_within(INLINE_BUDGET, |c| {
-        let any = match_expr(backend, terms, Pass::Any);
-        let all = match_expr(backend, terms, Pass::All);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let frequencies = counted.frequencies.as_deref().unwrap_or("");
-        let namespace = filter.namespace.unwrap_or(&cx.scope.namespace);
-        let (agent, kind) = (filter.agent.unwrap_or(""), filter.kind.unwrap_or(""));
-        all_rows(
-            c,
-            ranked_sql(backend, both),
-            &[
-                &any,
-                &cx.scope.org,
-                &namespace,
-                &now,
-                &agent,
-                &kind,
-                &CANDIDATES,
-                &limit,
-                &frequencies,
-                &all,
-            ],
-            |r| {
-                Ok(Ranked {
-                    row: Row::from_sqlite(r)?,
-                    // after the row's 18 columns
-                    raw: r.get(18)?,
-                })
-            },
-        )
+        let values = ranked_args(Values::default(), backend, cx, counted, filter, limit, now)
+            .into_inner()
+            .map_err(|fault| rusqlite::Error::ToSqlConversionFailure(fault.into()))?;
+        let values: Vec<&dyn rusqlite::ToSql> = values.iter().map(|v| v as _).collect();
+        all_rows(c, ranked_sql(backend, both), &values, |r| {
+            Ok(Ranked {
+                row: Row::from_sqlite(r)?,
+                // after the row's 18 columns
+                raw: r.get(18)?,
+            })
+        })
     });
     if let Some(found) = inline {
         return Ok(rank_page(found?, now));
     }
-    let mut query = sqlx::query_as::<_, Ranked>(ranked_sql(backend, both))
-        .bind(match_expr(backend, terms, Pass::Any))
-        .bind(&cx.scope.org)
-        .bind(filter.namespace.unwrap_or(&cx.scope.namespace))
-        .bind(now)
-        .bind(filter.agent.unwrap_or(""))
-        .bind(filter.kind.unwrap_or(""))
-        .bind(CANDIDATES)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX));
-    if let Some(frequencies) = &counted.frequencies {
-        query = query.bind(frequencies.as_str());
-    }
-    if both {
-        query = query.bind(match_expr(backend, terms, Pass::All));
-    }
+    let mut query = ranked_args(
+        sqlx::query_as::<_, Ranked>(ranked_sql(backend, both)),
+        backend,
+        cx,
+        counted,
+        filter,
+        limit,
+        now,
+    );
     if backend == Backend::Postgres {
         // Not a cached prepared statement: a generic plan cannot tell a
         // rare word (GIN index) from a common one (scan by recency), so
@@ -301,6 +277,35 @@ pub async fn search_counted(
     }
     let found = query.fetch_all(conn).await.map_err(db_error)?;
     Ok(rank_page(found, now))
+}
+
+/// [`ranked_sql`]'s parameters, in order, bound once for either driver.
+fn ranked_args<'q, B: Bind<'q>>(
+    b: B,
+    backend: Backend,
+    cx: &'q OpCx,
+    counted: &'q Counted<'_>,
+    filter: &SearchFilter<'q>,
+    limit: usize,
+    now: i64,
+) -> B {
+    let terms = counted.terms;
+    let mut b = b
+        .arg(match_expr(backend, terms, Pass::Any))
+        .arg(cx.scope.org.as_str())
+        .arg(filter.namespace.unwrap_or(&cx.scope.namespace))
+        .arg(now)
+        .arg(filter.agent.unwrap_or(""))
+        .arg(filter.kind.unwrap_or(""))
+        .arg(CANDIDATES)
+        .arg(i64::try_from(limit).unwrap_or(i64::MAX));
+    if let Some(frequencies) = &counted.frequencies {
+        b = b.arg(frequencies.as_str());
+    }
+    if terms.len() > 1 {
+        b = b.arg(match_expr(backend, terms, Pass::All));
+    }
+    b
 }
 
 fn rank_page(found: Vec<Ranked>, now: i64) -> Vec<(Row, ScoreParts)> {

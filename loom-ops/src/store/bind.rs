@@ -26,6 +26,15 @@ impl<'q> Bind<'q> for AnyQuery<'q> {
     }
 }
 
+impl<'q, O> Bind<'q> for sqlx::query::QueryAs<'q, Any, O, sqlx::any::AnyArguments<'q>> {
+    fn arg<T>(self, value: T) -> Self
+    where
+        T: 'q + Send + sqlx::Encode<'q, Any> + sqlx::Type<Any> + ToSql,
+    {
+        self.bind(value)
+    }
+}
+
 /// A statement list's parameters as owned values: `$n` is `values[n - 1]`.
 #[derive(Debug, Default)]
 pub(crate) struct Values {
