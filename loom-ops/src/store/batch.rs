@@ -39,12 +39,14 @@ pub const ATTEMPTS: u32 = 5;
 /// free spent more on commits the faster its statements ran. And on SQLite
 /// every commit costs each reader: a read that finds the database changed
 /// since its connection's last read drops that connection's page cache and
-/// memory map and reads its pages again. At 50 ms rather than 10, search
-/// served ~12% more requests a second and memory.get 1-7% more (paired 10 s
-/// runs). Nothing a caller reads waits on it: a caller's own recall counts
-/// are remembered until written (`memory::usage`), and the reads that
-/// report telemetry flush first. A flush or a close does not wait.
-pub const LINGER: Duration = Duration::from_millis(50);
+/// memory map and reads its pages again. Paired 10 s runs: at 50 ms rather
+/// than 10, search served ~12% more requests a second and memory.get 1-7%
+/// more; at 100 ms rather than 50, memory.get 9-12% more (250 ms: 13%, 500
+/// ms: 5-10%, as the longer batches hold the writer longer). Nothing a
+/// caller reads waits on it: a caller's own recall counts are remembered
+/// until written (`memory::usage`), and the reads that report telemetry
+/// flush first. A flush or a close does not wait.
+pub const LINGER: Duration = Duration::from_millis(100);
 
 /// The call ledger's writer (`agent_events`, one row per call), started
 /// by the server. A service in `OpCx` where a server runs, so an op that
