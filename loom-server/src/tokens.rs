@@ -17,9 +17,9 @@
 //! OAuth resources (`<LOOM_OAUTH_ISSUER>/mcp` and `<LOOM_OAUTH_ISSUER>`, see
 //! [`crate::oauth::audiences`]); every other check is the same for all.
 
-use std::collections::HashSet;
-use std::sync::RwLock;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock};
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
 use loom_core::Role;
@@ -75,6 +75,7 @@ pub struct JwtKeys {
     issuer: String,
     audience: String,
     audiences: Vec<String>,
+    verified: Verified,
 }
 
 impl std::fmt::Debug for JwtKeys {
@@ -107,6 +108,7 @@ impl JwtKeys {
             issuer: config.jwt_issuer.clone(),
             audience: config.jwt_audience.clone(),
             audiences,
+            verified: Verified::default(),
         }
     }
 
@@ -170,8 +172,23 @@ impl JwtKeys {
     }
 
     /// Checks a token's signature, algorithm, times, issuer, audience and
-    /// claims (not revocation: see [`Revocations`]).
+    /// claims (not revocation: see [`Revocations`]). A token that passed
+    /// before passes again from [`Verified`] until it expires.
     pub fn verify(&self, token: &str) -> Result<Claims, InvalidToken> {
+        self.verify_at(token, now_secs())
+    }
+
+    fn verify_at(&self, token: &str, now: u64) -> Result<Claims, InvalidToken> {
+        if let Some(known) = self.verified.get(token, now) {
+            return known;
+        }
+        let claims = self.check(token)?;
+        let until = claims.exp.saturating_add(self.validation.leeway);
+        self.verified.insert(token, &claims, until);
+        Ok(claims)
+    }
+
+    fn check(&self, token: &str) -> Result<Claims, InvalidToken> {
         // One key and no key ids: a `kid` names a key this server does not
         // have. A `typ` other than JWT is another kind of token.
         let header = jsonwebtoken::decode_header(token)
@@ -199,6 +216,48 @@ impl JwtKeys {
             return Err(InvalidToken("empty sub, org or jti".into()));
         }
         Ok(c)
+    }
+}
+
+/// Tokens that passed [`JwtKeys::verify`], with the second each stops being
+/// valid (its `exp` plus the leeway).
+///
+/// Why: a client sends the same token with every call, and checking it
+/// (two base64 decodes, two JSON parses and the HMAC) was ~5% of a
+/// `memory.get`'s CPU. What a cached answer skips can never change for the
+/// same string: it was signed by this server's one key (the key is the
+/// process's), its header and claims are in the string, and `nbf`, once
+/// past, stays past. Only time moves, so expiry is checked on every hit;
+/// revocation is not cached (`Revocations` is asked on every call). Keyed by
+/// the whole token, so another string, however close, is checked in full.
+/// Bounded: when full it starts over, which costs one full check per token.
+#[derive(Default)]
+struct Verified {
+    tokens: Mutex<HashMap<Box<str>, (Claims, u64)>>,
+}
+
+/// Tokens [`Verified`] holds at most (~1 KB each).
+const VERIFIED_TOKENS: usize = 4096;
+
+impl Verified {
+    /// `None`: not checked before. An expired one is refused as a full
+    /// check would refuse it, and forgotten.
+    fn get(&self, token: &str, now: u64) -> Option<Result<Claims, InvalidToken>> {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let (claims, until) = tokens.get(token)?;
+        if now > *until {
+            tokens.remove(token);
+            return Some(Err(InvalidToken("ExpiredSignature".into())));
+        }
+        Some(Ok(claims.clone()))
+    }
+
+    fn insert(&self, token: &str, claims: &Claims, until: u64) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        if tokens.len() >= VERIFIED_TOKENS {
+            tokens.clear();
+        }
+        tokens.insert(token.into(), (claims.clone(), until));
     }
 }
 
@@ -265,5 +324,66 @@ impl Revocations {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = jtis;
         self.loaded.store(true, Ordering::Release);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(secret: &[u8]) -> JwtKeys {
+        JwtKeys::new(secret, &Config::default())
+    }
+
+    fn spec(ttl_secs: u64) -> MintSpec {
+        MintSpec {
+            org: "default".into(),
+            subject: "ada".into(),
+            role: Role::Writer,
+            namespaces: vec![],
+            ttl_secs,
+            platform_admin: false,
+            consumer: None,
+        }
+    }
+
+    #[test]
+    fn a_token_checked_before_answers_the_same_claims_until_it_expires() {
+        let keys = keys(&[7; 32]);
+        let (token, minted) = keys.mint(spec(60)).expect("mint");
+        let now = now_secs();
+        assert_eq!(keys.verify_at(&token, now).expect("first check"), minted);
+        assert_eq!(keys.verified.tokens.lock().unwrap().len(), 1);
+        assert_eq!(keys.verify_at(&token, now).expect("from the cache"), minted);
+        // Past exp and the leeway the cached answer is a refusal, and the
+        // token is forgotten.
+        let after = minted.exp + keys.validation.leeway + 1;
+        let refused = keys.verify_at(&token, after).expect_err("expired");
+        assert_eq!(refused.0, "ExpiredSignature");
+        assert!(keys.verified.tokens.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn only_the_same_string_is_answered_from_the_cache() {
+        let keys = keys(&[7; 32]);
+        let (token, _) = keys.mint(spec(60)).expect("mint");
+        keys.verify(&token).expect("valid");
+        // The same claims signed with another key, and the token with its
+        // signature cut: both checked in full, both refused.
+        let (forged, _) = self::keys(&[8; 32]).mint(spec(60)).expect("mint");
+        assert!(keys.verify(&forged).is_err());
+        let cut = &token[..token.len() - 2];
+        assert!(keys.verify(cut).is_err());
+        assert_eq!(keys.verified.tokens.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_full_cache_starts_over() {
+        let keys = keys(&[7; 32]);
+        for _ in 0..VERIFIED_TOKENS + 1 {
+            let (token, _) = keys.mint(spec(60)).expect("mint");
+            keys.verify(&token).expect("valid");
+        }
+        assert_eq!(keys.verified.tokens.lock().unwrap().len(), 1);
     }
 }
