@@ -133,7 +133,8 @@ pub struct OpCx {
     pub run_id: Option<String>,
     /// The MCP session, when there is one.
     pub session_id: Option<String>,
-    /// A digest of the call's arguments, for the audit row.
+    /// A digest of the call's arguments, for the audit row (empty when the
+    /// op is not audited).
     pub args_digest: String,
     /// What the call asks of the op beyond its arguments.
     pub options: CallOptions,

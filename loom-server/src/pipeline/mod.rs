@@ -160,7 +160,11 @@ pub async fn call(app: &App, req: CallRequest) -> CallOutcome {
     });
     cx.run_id = req.run_id.clone();
     cx.session_id = req.session_id.clone();
-    cx.args_digest = idempotency::digest(&req.args);
+    // Only audit rows carry the digest, and only audited ops write them:
+    // hashing every read's arguments was ~1% of a memory.get.
+    if op.meta.audit {
+        cx.args_digest = idempotency::digest(&req.args);
+    }
     cx.options = req.policy.options;
     if cx.caller.consumer.is_none() {
         cx.caller.consumer.clone_from(&req.policy.consumer);
