@@ -160,9 +160,10 @@ pub async fn call(app: &App, req: CallRequest) -> CallOutcome {
     });
     cx.run_id = req.run_id.clone();
     cx.session_id = req.session_id.clone();
-    // Only audit rows carry the digest, and only audited ops write them:
-    // hashing every read's arguments was ~1% of a memory.get.
-    if op.meta.audit {
+    // Only audit rows carry the digest, and the store writes them only for
+    // a call whose `cx.audit` is set: hashing every read's arguments was ~1%
+    // of a memory.get.
+    if cx.audit {
         cx.args_digest = idempotency::digest(&req.args);
     }
     cx.options = req.policy.options;
