@@ -178,8 +178,11 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
             }
             // The plain get is one point read; the options below take a
             // connection for what they read besides.
-            let Some(sql::RowWithRun { mut row, run_id }) =
-                sql::read_live_with_run(store, cx, explicit, key, now).await?
+            let Some(sql::RowWithRun {
+                mut row,
+                run_id,
+                memory_id,
+            }) = sql::read_live_with_run(store, cx, explicit, key, now).await?
             else {
                 return Err(not_found(cx, key));
             };
@@ -200,6 +203,7 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
                 row.recall_count += 1;
                 row.last_recall_ms = Some(now);
                 serving.answered_recalls = row.recall_count;
+                serving.memory_id = memory_id;
             }
             served.push(serving);
             let mut got = got_from_row(&row);

@@ -126,6 +126,9 @@ pub struct RowWithRun {
     pub row: Row,
     /// The run its current version was written in.
     pub run_id: Option<String>,
+    /// The row's `id`: on SQLite where it lies in the table (its rowid),
+    /// which the usage log's recall counts are written in the order of.
+    pub memory_id: i64,
 }
 
 /// The statement of [`resolve_with_run`]: `memories_by_key` finds the
@@ -134,7 +137,8 @@ static RESOLVE_WITH_RUN: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {COLUMNS}, (SELECT v.run_id FROM memory_versions v \
            WHERE v.org = m.org AND v.namespace = m.namespace AND v.agent = m.agent \
-           AND v.memory_key = m.memory_key AND v.version = m.version) AS run_id \
+           AND v.memory_key = m.memory_key AND v.version = m.version) AS run_id, \
+         m.id AS memory_id \
          FROM memories m WHERE org = $1 AND namespace = $2 AND memory_key = $3 \
          AND ($7 = '' OR agent = $7) \
          AND ($6 = 1 OR (deleted = 0 AND (expires_ms IS NULL OR expires_ms > $4))) \
@@ -218,11 +222,12 @@ fn only_agent(cx: &OpCx, explicit_agent: bool) -> &str {
 
 impl RowWithRun {
     /// Decodes a row of [`RESOLVE_WITH_RUN`] read through rusqlite: the
-    /// columns of [`COLUMNS`] in order, then `run_id`.
+    /// columns of [`COLUMNS`] in order, then `run_id` and `memory_id`.
     fn from_sqlite(r: &rusqlite::Row<'_>) -> rusqlite::Result<RowWithRun> {
         Ok(RowWithRun {
             row: Row::from_sqlite(r)?,
             run_id: r.get(18)?,
+            memory_id: r.get(19)?,
         })
     }
 }
@@ -696,32 +701,41 @@ pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> Op
     .await
 }
 
-/// One row's recalls in a batch: its coordinates, how many, the latest.
-pub type Recall<'a> = ((&'a str, &'a str, &'a str, &'a str), i64, i64);
+/// One row's recalls: its `id`, its coordinates, how many, the latest.
+pub type Recall<'a> = (i64, (&'a str, &'a str, &'a str, &'a str), i64, i64);
 
 /// Adds each row's recalls to its `recall_count` and moves its
 /// `last_recall_ms` forward, a statement per chunk of rows. One `UPDATE`
 /// per row made a batch hundreds of round trips long, and the task driving
 /// them took turns on the runtime's threads with the calls being served: on
-/// 2 cores that alone made the p99 of memory.get five times its p50. The
-/// rows are listed in key order, in which the database meets them.
+/// 2 cores that alone made the p99 of memory.get five times its p50.
+///
+/// SQLite finds each row by its `id` (its rowid: one descent of the table,
+/// not one of an index of four text columns and then the table), the
+/// coordinates guarding against an id reused by a row deleted and written
+/// again since; PostgreSQL does not index `id` and finds rows by key.
 pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> OpResult<()> {
+    let by_id = match Backend::of(conn) {
+        Backend::Sqlite => "memories.id = v.id AND ",
+        Backend::Postgres => "",
+    };
     crate::store::execute_chunked(
         conn,
         recalls,
-        6,
+        7,
         |values| {
             format!(
-                "WITH v (org, namespace, agent, memory_key, n, last_ms) AS (VALUES {values}) \
+                "WITH v (id, org, namespace, agent, memory_key, n, last_ms) AS (VALUES {values}) \
                  UPDATE memories SET recall_count = recall_count + v.n, \
                  last_recall_ms = CASE WHEN memories.last_recall_ms IS NULL OR memories.last_recall_ms < v.last_ms \
                    THEN v.last_ms ELSE memories.last_recall_ms END \
-                 FROM v WHERE memories.org = v.org AND memories.namespace = v.namespace \
+                 FROM v WHERE {by_id}memories.org = v.org AND memories.namespace = v.namespace \
                  AND memories.agent = v.agent AND memories.memory_key = v.memory_key"
             )
         },
-        |q, ((org, namespace, agent, key), count, last_ms)| {
-            q.bind(*org)
+        |q, (id, (org, namespace, agent, key), count, last_ms)| {
+            q.bind(*id)
+                .bind(*org)
                 .bind(*namespace)
                 .bind(*agent)
                 .bind(*key)

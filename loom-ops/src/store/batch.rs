@@ -61,6 +61,20 @@ pub trait BatchSink<T>: Send + Sync + 'static {
 
     /// The batch failed its last try and is dropped (it was logged as lost).
     fn given_up(&self, _rows: &[T]) {}
+
+    /// Whether the sink holds back part of what it was handed, to write it
+    /// later in fewer, larger writes (the usage log's recall counts), and
+    /// if so how long it may wait for the next batch before
+    /// [`BatchSink::write_held`].
+    fn holds(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Writes what the sink holds back: on a flush, on close, and when no
+    /// row came for [`BatchSink::holds`]. On an error the sink keeps it.
+    fn write_held(&self) -> BoxFuture<'_, Result<(), LoomError>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 enum Msg<T> {
@@ -90,7 +104,7 @@ impl<T> std::fmt::Debug for BatchWriter<T> {
     }
 }
 
-impl<T: Send + 'static> BatchWriter<T> {
+impl<T: Send + Sync + 'static> BatchWriter<T> {
     /// Starts the writer task on the current runtime; `what` names the rows
     /// in log lines.
     pub fn start(what: &'static str, sink: Arc<dyn BatchSink<T>>) -> BatchWriter<T> {
@@ -126,35 +140,85 @@ impl<T: Send + 'static> BatchWriter<T> {
     }
 }
 
-async fn write<T: 'static>(what: &'static str, sink: &dyn BatchSink<T>, batch: &mut Vec<T>) {
+async fn write<T: Sync + 'static>(what: &'static str, sink: &dyn BatchSink<T>, batch: &mut Vec<T>) {
     if batch.is_empty() {
         return;
     }
-    let mut pause = Duration::from_millis(100);
-    for attempt in 1..=ATTEMPTS {
-        match sink.write_batch(batch).await {
-            Ok(()) => break,
-            Err(e) if attempt < ATTEMPTS => {
-                tracing::warn!(what, error = %e, cause = e.internal_message().unwrap_or(""), attempt, "batch failed; retrying");
-                tokio::time::sleep(pause).await;
-                pause *= 2;
-            }
-            Err(e) => {
-                tracing::error!(what, error = %e, cause = e.internal_message().unwrap_or(""), lost = batch.len(), "batch lost");
-                sink.given_up(batch);
-            }
-        }
+    let started = std::time::Instant::now();
+    if retried(what, batch.len(), || sink.write_batch(batch)).await {
+        tracing::debug!(
+            what,
+            rows = batch.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "batch written"
+        );
+    } else {
+        sink.given_up(batch);
     }
     batch.clear();
 }
 
-async fn run<T: 'static>(
+/// Writes what the sink holds; what still fails stays with it.
+async fn write_held<T: Sync + 'static>(what: &'static str, sink: &dyn BatchSink<T>) {
+    if sink.holds().is_some() {
+        let started = std::time::Instant::now();
+        if retried(what, 0, || sink.write_held()).await {
+            tracing::debug!(
+                what,
+                ms = started.elapsed().as_millis() as u64,
+                "held rows written"
+            );
+        }
+    }
+}
+
+/// Runs `attempt` up to [`ATTEMPTS`] times, pausing longer after each
+/// failure; false when the last one failed too (logged with `lost` rows).
+async fn retried<'a>(
+    what: &'static str,
+    lost: usize,
+    mut attempt: impl FnMut() -> BoxFuture<'a, Result<(), LoomError>>,
+) -> bool {
+    let mut pause = Duration::from_millis(100);
+    for n in 1..=ATTEMPTS {
+        match attempt().await {
+            Ok(()) => return true,
+            Err(e) if n < ATTEMPTS => {
+                tracing::warn!(what, error = %e, cause = e.internal_message().unwrap_or(""), attempt = n, "batch failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(e) => {
+                tracing::error!(what, error = %e, cause = e.internal_message().unwrap_or(""), lost, "batch lost");
+            }
+        }
+    }
+    false
+}
+
+async fn run<T: Send + Sync + 'static>(
     what: &'static str,
     sink: Arc<dyn BatchSink<T>>,
     mut rx: mpsc::Receiver<Msg<T>>,
 ) {
     let mut batch: Vec<T> = Vec::new();
-    while let Some(msg) = rx.recv().await {
+    loop {
+        let msg = match sink.holds() {
+            // Nothing came for a while: write what the sink holds back.
+            Some(wait) => match tokio::time::timeout(wait, rx.recv()).await {
+                Ok(msg) => msg,
+                Err(_) => {
+                    write_held(what, sink.as_ref()).await;
+                    continue;
+                }
+            },
+            None => rx.recv().await,
+        };
+        let Some(msg) = msg else {
+            // Every handle is gone.
+            write_held(what, sink.as_ref()).await;
+            return;
+        };
         // Take everything already queued: under load a batch fills while the
         // previous one commits, so commits per row fall as load rises.
         let mut acks = Vec::new();
@@ -188,6 +252,9 @@ async fn run<T: 'static>(
             }
         }
         write(what, sink.as_ref(), &mut batch).await;
+        if !acks.is_empty() {
+            write_held(what, sink.as_ref()).await;
+        }
         for ack in acks {
             let _ = ack.send(());
         }
@@ -199,6 +266,7 @@ async fn run<T: 'static>(
                 }
             }
             write(what, sink.as_ref(), &mut batch).await;
+            write_held(what, sink.as_ref()).await;
             let _ = ack.send(());
             return;
         }
@@ -250,6 +318,58 @@ mod tests {
         assert!(batches.iter().all(|b| !b.is_empty() && b.len() <= BATCH));
         let all: Vec<u32> = batches.into_iter().flatten().collect();
         assert_eq!(all, (0..1_234).collect::<Vec<_>>());
+    }
+
+    /// Writes nothing at once: holds every row until asked.
+    #[derive(Default)]
+    struct Hold {
+        held: Mutex<Vec<u32>>,
+        written: Mutex<Vec<u32>>,
+    }
+
+    impl BatchSink<u32> for Hold {
+        fn write_batch<'a>(&'a self, rows: &'a [u32]) -> BoxFuture<'a, Result<(), LoomError>> {
+            self.held.lock().unwrap().extend_from_slice(rows);
+            Box::pin(async { Ok(()) })
+        }
+
+        fn holds(&self) -> Option<Duration> {
+            let held = !self.held.lock().unwrap().is_empty();
+            held.then_some(Duration::from_secs(1))
+        }
+
+        fn write_held(&self) -> BoxFuture<'_, Result<(), LoomError>> {
+            let held = std::mem::take(&mut *self.held.lock().unwrap());
+            self.written.lock().unwrap().extend(held);
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_a_sink_holds_is_written_when_no_row_comes_for_its_wait() {
+        let sink = Arc::new(Hold::default());
+        let w = BatchWriter::start("test", sink.clone());
+        w.record(1).await;
+        // The clock stands still until every task waits: the writer has
+        // lingered, handed the batch over and begun its wait by then.
+        tokio::time::sleep(LINGER * 2).await;
+        assert_eq!(*sink.held.lock().unwrap(), vec![1], "held, not written");
+        assert!(sink.written.lock().unwrap().is_empty());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(*sink.written.lock().unwrap(), vec![1]);
+        assert!(sink.held.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn flush_and_close_write_what_a_sink_holds() {
+        let sink = Arc::new(Hold::default());
+        let w = BatchWriter::start("test", sink.clone());
+        w.record(1).await;
+        w.flush().await;
+        assert_eq!(*sink.written.lock().unwrap(), vec![1], "flushed");
+        w.record(2).await;
+        w.close().await;
+        assert_eq!(*sink.written.lock().unwrap(), vec![1, 2], "closed");
     }
 
     #[tokio::test]

@@ -32,7 +32,7 @@ mod session_runs;
 pub mod testing;
 mod tx;
 
-pub use batch::{BatchSink, BatchWriter, Ledger};
+pub use batch::{BatchSink, BatchWriter, LINGER, Ledger};
 pub(crate) use bind::{Bind, Values};
 pub use error::db_error;
 pub use full_text::{FullTextState, Merged};
