@@ -79,13 +79,14 @@ pub async fn inspect(store: &Store, cx: &OpCx, input: MemoryLookup) -> OpResult<
     .await?;
     let exposures = count(
         &mut conn,
-        "SELECT COUNT(*) FROM memory_exposures WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4",
+        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM memory_exposure_counts \
+         WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4",
         &row,
     )
     .await?;
     let served_agents = count(
         &mut conn,
-        "SELECT COUNT(DISTINCT served_to) FROM memory_exposures \
+        "SELECT COUNT(*) FROM memory_exposure_counts \
          WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4",
         &row,
     )

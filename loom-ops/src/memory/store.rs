@@ -746,15 +746,45 @@ pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> Op
     .await
 }
 
+/// One row's exposures to one calling agent in a batch: (org, namespace,
+/// agent, key, served_to), how many.
+pub type Seen<'a> = ((&'a str, &'a str, &'a str, &'a str, &'a str), i64);
+
+/// Adds to each row's exposure count per calling agent, a statement per
+/// chunk of rows, in key order as the caller lists them.
+pub async fn add_exposure_counts(conn: &mut AnyConnection, seen: &[Seen<'_>]) -> OpResult<()> {
+    crate::store::execute_chunked(
+        conn,
+        seen,
+        6,
+        |values| {
+            format!(
+                "INSERT INTO memory_exposure_counts (org, namespace, agent, memory_key, served_to, n) \
+                 VALUES {values} ON CONFLICT (org, namespace, agent, memory_key, served_to) \
+                 DO UPDATE SET n = memory_exposure_counts.n + excluded.n"
+            )
+        },
+        |q, ((org, namespace, agent, key, served_to), n)| {
+            q.bind(*org)
+                .bind(*namespace)
+                .bind(*agent)
+                .bind(*key)
+                .bind(*served_to)
+                .bind(*n)
+        },
+    )
+    .await
+}
+
 /// Exposure counts of `row` per calling agent, most first.
 pub async fn exposures_by_agent(
     conn: &mut AnyConnection,
     row: &Row,
 ) -> OpResult<Vec<(String, i64)>> {
     sqlx::query_as(
-        "SELECT served_to, COUNT(*) AS n FROM memory_exposures \
+        "SELECT served_to, n FROM memory_exposure_counts \
          WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 \
-         GROUP BY served_to ORDER BY COUNT(*) DESC, served_to",
+         ORDER BY n DESC, served_to",
     )
     .bind(&row.org)
     .bind(&row.namespace)

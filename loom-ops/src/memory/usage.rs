@@ -255,20 +255,21 @@ impl QueuedRecalls {
     }
 }
 
-/// How long recalls are gathered and summed per row before they are
-/// written. A recall lands on a random row of `memories`: written with
-/// its batch, each batch rewrote about as many pages of the table as it
-/// had recalls (~1,750 of the bench's 6,776 pages for a batch of 2,000,
-/// ten batches a second). Gathered for a second and written in the order
-/// of the rows' ids, where they lie in the table on SQLite, each page is
-/// written about once a second however many of its rows were recalled.
+/// How long recalls and exposure counts are gathered and summed before
+/// they are written. A recall lands on a random row of `memories`:
+/// written with its batch, each batch rewrote about as many pages of the
+/// table as it had recalls (~1,750 of the bench's 6,776 pages for a batch
+/// of 2,000, ten batches a second). Gathered for a second and written in
+/// the order of the rows' ids, where they lie in the table on SQLite, each
+/// page is written about once a second however many of its rows were
+/// recalled. The same holds for the exposure counts, in key order.
 pub const FOLD: Duration = Duration::from_secs(1);
 
-/// The most gathered rows written with one batch of exposures: the
-/// gathered rows go out in slices of neighbouring rows, one per batch,
-/// so no one batch holds the writer for the whole second's recalls
-/// (28,000 rows at once held it ~460 ms under memory.get's full load,
-/// and the calls queued behind it waited).
+/// The most gathered rows written with one batch of exposures, of each
+/// kind: the gathered rows go out in slices of neighbouring rows, one per
+/// batch, so no one batch holds the writer for the whole second's work
+/// (28,000 recall counts at once held it ~460 ms under memory.get's full
+/// load, and the calls queued behind it waited).
 pub const SLICE: usize = 2_000;
 
 struct Sink {
@@ -282,6 +283,21 @@ struct Sink {
 /// lock them in the same order), then its coordinates.
 type RowAt = (i64, String, String, String, String);
 
+/// A row's exposures to one calling agent: (org, namespace, agent, key,
+/// served_to), the key of `memory_exposure_counts`.
+type SeenBy = (String, String, String, String, String);
+
+/// What a fold sums per key.
+trait Sum: Default {
+    fn absorb(&mut self, other: Self);
+}
+
+impl Sum for i64 {
+    fn absorb(&mut self, other: i64) {
+        *self += other;
+    }
+}
+
 /// One row's held recalls.
 #[derive(Debug, Default)]
 struct HeldRow {
@@ -293,7 +309,7 @@ struct HeldRow {
     slots: Vec<u64>,
 }
 
-impl HeldRow {
+impl Sum for HeldRow {
     fn absorb(&mut self, other: HeldRow) {
         self.n += other.n;
         self.last_ms = self.last_ms.max(other.last_ms);
@@ -301,38 +317,37 @@ impl HeldRow {
     }
 }
 
-/// Recalls written as exposures and not yet added to their rows' counts.
-#[derive(Debug, Default)]
-struct Held {
-    /// Recalls gathered since `since`.
-    gathering: BTreeMap<RowAt, HeldRow>,
+/// Values summed per key for [`FOLD`], then written a slice at a time.
+#[derive(Debug)]
+struct Fold<K, V> {
+    /// Gathered since `since`.
+    gathering: BTreeMap<K, V>,
     /// When the first of `gathering` came.
     since: Option<Instant>,
-    /// A second's recalls, summed, going out a slice per batch.
-    writing: BTreeMap<RowAt, HeldRow>,
+    /// The last second's, going out a slice per batch.
+    writing: BTreeMap<K, V>,
 }
 
-impl Held {
-    fn gather(&mut self, queued: &QueuedRecalls, by_id: bool, rows: &[Served]) {
-        for s in rows.iter().filter(|s| s.recall) {
-            let at = (
-                if by_id { s.memory_id } else { 0 },
-                s.org.clone(),
-                s.namespace.clone(),
-                s.agent.clone(),
-                s.memory_key.clone(),
-            );
-            let row = self.gathering.entry(at).or_default();
-            row.n += 1;
-            row.last_ms = row.last_ms.max(s.at_ms);
-            row.slots.push(queued.slot(s));
-            self.since.get_or_insert_with(Instant::now);
+impl<K, V> Default for Fold<K, V> {
+    fn default() -> Self {
+        Fold {
+            gathering: BTreeMap::new(),
+            since: None,
+            writing: BTreeMap::new(),
         }
     }
+}
 
-    /// The next slice to write: the first rows of `writing`, once the
-    /// gathered recalls have waited [`FOLD`] and the last second's are out.
-    fn next_slice(&mut self) -> Vec<(RowAt, HeldRow)> {
+impl<K: Ord, V: Sum> Fold<K, V> {
+    /// The gathered value of `key`, to add to.
+    fn at(&mut self, key: K) -> &mut V {
+        self.since.get_or_insert_with(Instant::now);
+        self.gathering.entry(key).or_default()
+    }
+
+    /// The next slice to write: the first keys of `writing`, once the
+    /// gathered values have waited [`FOLD`] and the last second's are out.
+    fn next_slice(&mut self) -> Vec<(K, V)> {
         if self.writing.is_empty() && self.since.is_some_and(|t| t.elapsed() >= FOLD) {
             self.writing = std::mem::take(&mut self.gathering);
             self.since = None;
@@ -342,29 +357,100 @@ impl Held {
             .collect()
     }
 
-    /// Everything held, a row's recalls summed.
-    fn take_all(&mut self) -> Vec<(RowAt, HeldRow)> {
+    /// Everything held, a key's values summed.
+    fn take_all(&mut self) -> Vec<(K, V)> {
         let mut all = std::mem::take(&mut self.writing);
-        for (at, row) in std::mem::take(&mut self.gathering) {
-            all.entry(at).or_default().absorb(row);
+        for (key, value) in std::mem::take(&mut self.gathering) {
+            all.entry(key).or_default().absorb(value);
         }
         self.since = None;
         all.into_iter().collect()
     }
 
     /// A slice that was not written goes back.
-    fn put_back(&mut self, slice: Vec<(RowAt, HeldRow)>) {
-        for (at, row) in slice {
-            self.writing.entry(at).or_default().absorb(row);
+    fn put_back(&mut self, slice: Vec<(K, V)>) {
+        for (key, value) in slice {
+            self.writing.entry(key).or_default().absorb(value);
+        }
+    }
+
+    /// How long the writer may wait for a batch before writing what is
+    /// held: a slice waiting goes out after a batch's linger.
+    fn wait(&self) -> Option<Duration> {
+        if !self.writing.is_empty() {
+            Some(crate::store::LINGER)
+        } else {
+            self.since.map(|t| FOLD.saturating_sub(t.elapsed()))
         }
     }
 }
 
-/// The statement's view of rows taken from [`Held`].
-fn recalls(rows: &[(RowAt, HeldRow)]) -> Vec<sql::Recall<'_>> {
-    rows.iter()
-        .map(|((id, o, n, a, k), row)| (*id, (&**o, &**n, &**a, &**k), row.n, row.last_ms))
-        .collect()
+/// What the log writes after the exposure rows, summed.
+#[derive(Debug, Default)]
+struct Held {
+    recalls: Fold<RowAt, HeldRow>,
+    seen: Fold<SeenBy, i64>,
+}
+
+/// One transaction's share of [`Held`].
+#[derive(Default)]
+struct Slice {
+    recalls: Vec<(RowAt, HeldRow)>,
+    seen: Vec<(SeenBy, i64)>,
+}
+
+impl Held {
+    fn gather(&mut self, queued: &QueuedRecalls, by_id: bool, rows: &[Served]) {
+        for s in rows {
+            let seen = (
+                s.org.clone(),
+                s.namespace.clone(),
+                s.agent.clone(),
+                s.memory_key.clone(),
+                s.served_to.clone(),
+            );
+            *self.seen.at(seen) += 1;
+            if s.recall {
+                let at = (
+                    if by_id { s.memory_id } else { 0 },
+                    s.org.clone(),
+                    s.namespace.clone(),
+                    s.agent.clone(),
+                    s.memory_key.clone(),
+                );
+                let row = self.recalls.at(at);
+                row.n += 1;
+                row.last_ms = row.last_ms.max(s.at_ms);
+                row.slots.push(queued.slot(s));
+            }
+        }
+    }
+
+    fn next_slice(&mut self) -> Slice {
+        Slice {
+            recalls: self.recalls.next_slice(),
+            seen: self.seen.next_slice(),
+        }
+    }
+
+    fn take_all(&mut self) -> Slice {
+        Slice {
+            recalls: self.recalls.take_all(),
+            seen: self.seen.take_all(),
+        }
+    }
+
+    fn put_back(&mut self, slice: Slice) {
+        self.recalls.put_back(slice.recalls);
+        self.seen.put_back(slice.seen);
+    }
+
+    fn wait(&self) -> Option<Duration> {
+        match (self.recalls.wait(), self.seen.wait()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 impl Sink {
@@ -378,25 +464,36 @@ impl Sink {
         self.store.backend() == Backend::Sqlite
     }
 
-    /// Writes `slice`'s recalls, with `rows`' exposures, in one transaction.
-    async fn write(&self, rows: &[Served], slice: &[(RowAt, HeldRow)]) -> OpResult<()> {
+    /// Writes `rows`' exposures and `slice`'s sums in one transaction.
+    async fn write(&self, rows: &[Served], slice: &Slice) -> OpResult<()> {
+        let recalls: Vec<sql::Recall<'_>> = slice
+            .recalls
+            .iter()
+            .map(|((id, o, n, a, k), row)| (*id, (&**o, &**n, &**a, &**k), row.n, row.last_ms))
+            .collect();
+        let seen: Vec<sql::Seen<'_>> = slice
+            .seen
+            .iter()
+            .map(|((o, n, a, k, to), count)| ((&**o, &**n, &**a, &**k, &**to), *count))
+            .collect();
         let mut tx = self.store.begin_write().await?;
         sql::insert_exposures(tx.conn(), rows).await?;
-        sql::add_recalls(tx.conn(), &recalls(slice)).await?;
+        sql::add_exposure_counts(tx.conn(), &seen).await?;
+        sql::add_recalls(tx.conn(), &recalls).await?;
         tx.commit_unaudited().await
     }
 
     /// The slice's recalls are written: their callers' counts can rest on
     /// the stored ones. Also ages the rows settled before.
-    fn settle(&self, slice: &[(RowAt, HeldRow)]) {
-        let slots = slice.iter().flat_map(|(_, row)| row.slots.iter());
+    fn settle(&self, slice: &Slice) {
+        let slots = slice.recalls.iter().flat_map(|(_, row)| row.slots.iter());
         self.queued.settle(slots.map(|&slot| (slot, 1)));
     }
 }
 
 impl BatchSink<Served> for Sink {
     /// Writes the batch's exposure rows, and in the same transaction the
-    /// next slice of the held recalls; gathers the batch's recalls.
+    /// next slice of what is held; gathers the batch's sums.
     fn write_batch<'a>(&'a self, rows: &'a [Served]) -> BoxFuture<'a, Result<(), LoomError>> {
         Box::pin(async move {
             // Only the writer task touches `held`, a batch at a time, and
@@ -422,12 +519,7 @@ impl BatchSink<Served> for Sink {
     }
 
     fn holds(&self) -> Option<Duration> {
-        let held = self.held();
-        if !held.writing.is_empty() {
-            Some(crate::store::LINGER)
-        } else {
-            held.since.map(|t| FOLD.saturating_sub(t.elapsed()))
-        }
+        self.held().wait()
     }
 
     fn write_held(&self) -> BoxFuture<'_, Result<(), LoomError>> {
@@ -467,35 +559,60 @@ mod tests {
         held.gather(queued, true, std::slice::from_ref(&s));
     }
 
-    fn ids(slice: &[(RowAt, HeldRow)]) -> Vec<i64> {
-        slice.iter().map(|((id, ..), _)| *id).collect()
+    fn ids(slice: &Slice) -> Vec<i64> {
+        slice.recalls.iter().map(|((id, ..), _)| *id).collect()
+    }
+
+    fn keys(slice: &Slice) -> Vec<(&str, i64)> {
+        slice
+            .seen
+            .iter()
+            .map(|((.., k, _), n)| (&**k, *n))
+            .collect()
+    }
+
+    /// As if the gathered sums had waited a fold.
+    fn due(held: &mut Held) {
+        let past = Some(Instant::now() - FOLD);
+        held.recalls.since = held.recalls.since.and(past);
+        held.seen.since = held.seen.since.and(past);
     }
 
     #[test]
-    fn held_recalls_go_out_after_a_fold_in_id_order_a_slice_at_a_time() {
+    fn held_sums_go_out_after_a_fold_in_row_order_a_slice_at_a_time() {
         let queued = QueuedRecalls::default();
         let mut held = Held::default();
         for id in (1..=SLICE as i64 + 5).rev() {
             recall(&queued, &mut held, id, 10);
         }
         recall(&queued, &mut held, 3, 20);
-        assert!(held.next_slice().is_empty(), "gathered for a second first");
+        let none = held.next_slice();
+        assert!(
+            none.recalls.is_empty() && none.seen.is_empty(),
+            "gathered for a second first"
+        );
 
-        held.since = Some(Instant::now() - FOLD);
+        due(&mut held);
         let first = held.next_slice();
         assert_eq!(ids(&first), (1..=SLICE as i64).collect::<Vec<_>>());
-        let three = &first[2].1;
+        let three = &first.recalls[2].1;
         assert_eq!((three.n, three.last_ms, three.slots.len()), (2, 20, 2));
+        // Exposure counts in key order: "k1", "k10", "k100", ...
+        assert_eq!(first.seen.len(), SLICE);
+        assert_eq!(keys(&first)[..3], [("k1", 1), ("k10", 1), ("k100", 1)]);
+        assert!(keys(&first).contains(&("k3", 2)));
 
-        // Recalls gathered meanwhile wait for the last second's to be out.
+        // Sums gathered meanwhile wait for the last second's to be out.
         recall(&queued, &mut held, 1, 30);
-        held.since = Some(Instant::now() - FOLD);
+        due(&mut held);
         assert_eq!(
             ids(&held.next_slice()),
             (SLICE as i64 + 1..=SLICE as i64 + 5).collect::<Vec<_>>()
         );
-        assert_eq!(ids(&held.next_slice()), [1]);
-        assert!(held.next_slice().is_empty());
+        let last = held.next_slice();
+        assert_eq!((ids(&last), keys(&last)), (vec![1], vec![("k1", 1)]));
+        assert!(held.next_slice().recalls.is_empty());
+        assert_eq!(held.wait(), None, "nothing held");
     }
 
     #[test]
@@ -503,18 +620,24 @@ mod tests {
         let queued = QueuedRecalls::default();
         let mut held = Held::default();
         recall(&queued, &mut held, 7, 10);
-        held.since = Some(Instant::now() - FOLD);
+        due(&mut held);
         let slice = held.next_slice();
         held.put_back(slice);
+        assert_eq!(held.wait(), Some(crate::store::LINGER), "a slice waits");
         recall(&queued, &mut held, 7, 40);
         recall(&queued, &mut held, 2, 5);
         let all = held.take_all();
         assert_eq!(ids(&all), [2, 7]);
         assert_eq!(
-            (all[1].1.n, all[1].1.last_ms, all[1].1.slots.len()),
+            (
+                all.recalls[1].1.n,
+                all.recalls[1].1.last_ms,
+                all.recalls[1].1.slots.len()
+            ),
             (2, 40, 2)
         );
-        assert!(held.take_all().is_empty());
-        assert!(held.since.is_none());
+        assert_eq!(keys(&all), [("k2", 1), ("k7", 2)]);
+        assert!(held.take_all().recalls.is_empty());
+        assert_eq!(held.wait(), None);
     }
 }
