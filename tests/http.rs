@@ -991,3 +991,34 @@ mod slow_clients {
         }
     }
 }
+
+/// Recall and exposure counts are summed off the request path for about a
+/// second before they are written; shutdown writes what is held, so none
+/// answered before it is lost.
+#[tokio::test]
+async fn shutdown_writes_the_recall_and_exposure_counts_still_held() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let token = t.token("default", "ana", Role::Writer, &[]);
+        let token = Some(token.as_str());
+        let set = json!({"memory_key": "held", "content": "summed before written"});
+        assert_eq!(t.post("memory.set", token, set).await.status, 200, "{n}");
+        for i in 1..=3 {
+            let got = t
+                .post("memory.get", token, json!({"memory_key": "held"}))
+                .await;
+            assert_eq!(got.body["recall_count"], i, "{n}: {}", got.text);
+        }
+        let db = t.db;
+        t.server.shutdown().await;
+        let (recalls, exposures): (i64, i64) = sqlx::query_as(
+            "SELECT m.recall_count, (SELECT SUM(c.n) FROM memory_exposure_counts c \
+               WHERE c.memory_key = m.memory_key AND c.agent = m.agent) \
+             FROM memories m WHERE m.memory_key = 'held'",
+        )
+        .fetch_one(db.store.reader())
+        .await
+        .unwrap();
+        assert_eq!((recalls, exposures), (3, 3), "{n}");
+    }
+}
