@@ -1012,7 +1012,7 @@ async fn shutdown_writes_the_recall_and_exposure_counts_still_held() {
         let db = t.db;
         t.server.shutdown().await;
         let (recalls, exposures): (i64, i64) = sqlx::query_as(
-            "SELECT m.recall_count, (SELECT SUM(c.n) FROM memory_exposure_counts c \
+            "SELECT m.recall_count, (SELECT CAST(SUM(c.n) AS BIGINT) FROM memory_exposure_counts c \
                WHERE c.memory_key = m.memory_key AND c.agent = m.agent) \
              FROM memories m WHERE m.memory_key = 'held'",
         )
