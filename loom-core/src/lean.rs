@@ -36,13 +36,13 @@ fn is_empty(v: &Value) -> bool {
     }
 }
 
-/// Trims a full result to its lean shape. The top level always stays an
-/// object (MCP's `structuredContent` must be one).
-pub fn lean(full: &Value) -> Value {
-    let mut v = full.clone();
-    trim(&mut v);
-    if v.is_object() {
-        v
+/// Trims a full result to its lean shape, in place (every tool call's
+/// answer passes here; a copy of it was ~2% of memory.get's CPU). The top
+/// level always stays an object (MCP's `structuredContent` must be one).
+pub fn lean(mut full: Value) -> Value {
+    trim(&mut full);
+    if full.is_object() {
+        full
     } else {
         serde_json::json!({})
     }
@@ -78,7 +78,7 @@ mod tests {
             "count": 1
         });
         assert_eq!(
-            lean(&full),
+            lean(full),
             json!({
                 "memory": [{"memory_key": "k", "content": "c", "similarity": 0.8, "labels": [], "status": "active", "pinned": false}],
                 "profile": [],
@@ -90,6 +90,6 @@ mod tests {
 
     #[test]
     fn a_non_object_becomes_an_empty_object() {
-        assert_eq!(lean(&json!(null)), json!({}));
+        assert_eq!(lean(json!(null)), json!({}));
     }
 }

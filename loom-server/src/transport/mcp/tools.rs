@@ -192,7 +192,7 @@ async fn run(
             let structured = if shape == Shape::Full || explain {
                 value
             } else {
-                lean(&value)
+                lean(value)
             };
             Ok(tool_result(structured, None, conn.revision))
         }
@@ -402,7 +402,7 @@ async fn search(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
     match call_with_retry(mcp, conn, op, args, key).await {
         Ok(value) => {
             let summary = summarize(&value);
-            let structured = if explain { value } else { lean(&value) };
+            let structured = if explain { value } else { lean(value) };
             Ok(tool_result(structured, Some(summary), conn.revision))
         }
         Err(e) => answer_error(mcp, conn, op, &e),
@@ -565,6 +565,6 @@ pub async fn caller_profile(mcp: &Mcp, conn: &Connection) -> Option<Value> {
     outcome
         .result
         .ok()
-        .map(|v| lean(&v))
+        .map(lean)
         .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
 }
