@@ -166,7 +166,7 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
                 cx,
                 (&cx.scope.namespace, &agent, key, v.version),
                 now,
-                false,
+                None,
             ));
             got_from_version(cx, key, &agent, &v)
         } else {
@@ -196,14 +196,13 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
             // The recall count ranks results, so a read that records no usage
             // leaves it; who was served which row is still recorded.
             let recall = cx.records_usage();
-            let mut serving = Served::new(cx, row.coordinates(), now, recall);
+            let mut serving = Served::new(cx, row.coordinates(), now, recall.then_some(memory_id));
             if recall {
                 // The answer counts this recall; the stored count catches up
                 // when the usage log writes it.
                 row.recall_count += 1;
                 row.last_recall_ms = Some(now);
                 serving.answered_recalls = row.recall_count;
-                serving.memory_id = memory_id;
             }
             served.push(serving);
             let mut got = got_from_row(&row);
@@ -236,7 +235,7 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
                     if let Some(sql::RowWithRun { row: linked, .. }) =
                         sql::read_live_with_run(store, cx, false, &link, now).await?
                     {
-                        served.push(Served::new(cx, linked.coordinates(), now, false));
+                        served.push(Served::new(cx, linked.coordinates(), now, None));
                         followed.push(linked.to_memory());
                     }
                 }
@@ -399,7 +398,7 @@ pub async fn record_exposures<'a>(
     now: i64,
 ) -> OpResult<()> {
     let served: Vec<Served> = rows
-        .map(|row| Served::new(cx, row.coordinates(), now, false))
+        .map(|row| Served::new(cx, row.coordinates(), now, None))
         .collect();
     usage::record(cx, served).await
 }

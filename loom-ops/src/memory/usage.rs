@@ -62,17 +62,19 @@ pub struct Served {
     /// With `recall`: the row's recall count as answered to the caller,
     /// this recall included ([`UsageLog::recalls_seen`]).
     pub answered_recalls: i64,
-    /// With `recall`: the row's `id`.
+    /// With `recall`: the row's `id` (0 without).
     pub memory_id: i64,
 }
 
 impl Served {
-    /// A serving of (namespace, agent, key, version) in `cx`'s org to `cx`'s caller.
+    /// A serving of (namespace, agent, key, version) in `cx`'s org to
+    /// `cx`'s caller; with `recall_of`, the row's `id`, it also counts as a
+    /// recall of the row (the id is how the recall count finds it).
     pub fn new(
         cx: &OpCx,
         (namespace, agent, key, version): (&str, &str, &str, i64),
         at_ms: i64,
-        recall: bool,
+        recall_of: Option<i64>,
     ) -> Served {
         Served {
             org: cx.scope.org.clone(),
@@ -86,9 +88,9 @@ impl Served {
             run_id: cx.run_id.clone(),
             request_id: cx.request_id.clone(),
             at_ms,
-            recall,
+            recall: recall_of.is_some(),
             answered_recalls: 0,
-            memory_id: 0,
+            memory_id: recall_of.unwrap_or(0),
         }
     }
 }
