@@ -1177,3 +1177,55 @@ async fn every_apply_action_changes_exactly_what_its_dry_run_reported() {
         assert_eq!(demoted.3, 0, "{n}: demote unpins");
     }
 }
+
+/// A get without an agent serves the caller's own row, else the most
+/// recently updated of the others, ties to the agent first in byte order.
+#[tokio::test]
+async fn get_serves_the_callers_row_else_the_newest_else_the_first_agent() {
+    for h in common::all().await {
+        let n = h.name();
+        for agent in ["carol", "bob"] {
+            h.call_as(
+                agent,
+                "memory.set",
+                json!({"memory_key": "shared", "content": agent}),
+            )
+            .await
+            .unwrap();
+        }
+        let agent_of = |got: Value| got["agent"].as_str().unwrap().to_owned();
+        let stamp = |agent: &'static str, ms: i64| {
+            sqlx::query(
+                "UPDATE memories SET updated_ms = $1 WHERE memory_key = 'shared' AND agent = $2",
+            )
+            .bind(ms)
+            .bind(agent)
+            .execute(h.store().writer())
+        };
+        stamp("carol", 2_000).await.unwrap();
+        stamp("bob", 1_000).await.unwrap();
+        let got = h
+            .call("memory.get", json!({"memory_key": "shared"}))
+            .await
+            .unwrap();
+        assert_eq!(agent_of(got), "carol", "{n}: the newest");
+        stamp("carol", 1_000).await.unwrap();
+        let got = h
+            .call("memory.get", json!({"memory_key": "shared"}))
+            .await
+            .unwrap();
+        assert_eq!(agent_of(got), "bob", "{n}: a tie, the first agent");
+        h.call(
+            "memory.set",
+            json!({"memory_key": "shared", "content": "mine"}),
+        )
+        .await
+        .unwrap();
+        stamp("carol", 9_000_000_000_000).await.unwrap();
+        let got = h
+            .call("memory.get", json!({"memory_key": "shared"}))
+            .await
+            .unwrap();
+        assert_eq!(agent_of(got), AGENT, "{n}: the caller's own");
+    }
+}
