@@ -1193,7 +1193,6 @@ async fn get_serves_the_callers_row_else_the_newest_else_the_first_agent() {
             .await
             .unwrap();
         }
-        let agent_of = |got: Value| got["agent"].as_str().unwrap().to_owned();
         let stamp = |agent: &'static str, ms: i64| {
             sqlx::query(
                 "UPDATE memories SET updated_ms = $1 WHERE memory_key = 'shared' AND agent = $2",
@@ -1202,19 +1201,15 @@ async fn get_serves_the_callers_row_else_the_newest_else_the_first_agent() {
             .bind(agent)
             .execute(h.store().writer())
         };
+        let served = || async {
+            let got = h.call("memory.get", json!({"memory_key": "shared"})).await;
+            got.unwrap()["agent"].as_str().unwrap().to_owned()
+        };
         stamp("carol", 2_000).await.unwrap();
         stamp("bob", 1_000).await.unwrap();
-        let got = h
-            .call("memory.get", json!({"memory_key": "shared"}))
-            .await
-            .unwrap();
-        assert_eq!(agent_of(got), "carol", "{n}: the newest");
+        assert_eq!(served().await, "carol", "{n}: the newest");
         stamp("carol", 1_000).await.unwrap();
-        let got = h
-            .call("memory.get", json!({"memory_key": "shared"}))
-            .await
-            .unwrap();
-        assert_eq!(agent_of(got), "bob", "{n}: a tie, the first agent");
+        assert_eq!(served().await, "bob", "{n}: a tie, the first agent");
         h.call(
             "memory.set",
             json!({"memory_key": "shared", "content": "mine"}),
@@ -1222,10 +1217,6 @@ async fn get_serves_the_callers_row_else_the_newest_else_the_first_agent() {
         .await
         .unwrap();
         stamp("carol", 9_000_000_000_000).await.unwrap();
-        let got = h
-            .call("memory.get", json!({"memory_key": "shared"}))
-            .await
-            .unwrap();
-        assert_eq!(agent_of(got), AGENT, "{n}: the caller's own");
+        assert_eq!(served().await, AGENT, "{n}: the caller's own");
     }
 }
