@@ -11,7 +11,9 @@
 //! call waits for room. A failed batch is retried with a growing pause (up
 //! to [`ATTEMPTS`] times) before it is logged as lost. [`BatchWriter::close`]
 //! writes everything queued, then stops the task: shutdown calls it after
-//! the last call finished. A `kill -9` loses what was still queued (at most
+//! the last call finished. A sink may hold part of its rows back to write
+//! them later in fewer, larger writes ([`BatchSink::holds`]); a flush, a
+//! close and a quiet spell write what it holds. A `kill -9` loses what was still queued (at most
 //! a batch's worth of telemetry; never a memory write, which commits inside
 //! its call).
 
@@ -145,7 +147,7 @@ async fn write<T: Sync + 'static>(what: &'static str, sink: &dyn BatchSink<T>, b
         return;
     }
     let started = std::time::Instant::now();
-    if retried(what, batch.len(), || sink.write_batch(batch)).await {
+    if retried(what, Some(batch.len()), || sink.write_batch(batch)).await {
         tracing::debug!(
             what,
             rows = batch.len(),
@@ -162,7 +164,7 @@ async fn write<T: Sync + 'static>(what: &'static str, sink: &dyn BatchSink<T>, b
 async fn write_held<T: Sync + 'static>(what: &'static str, sink: &dyn BatchSink<T>) {
     if sink.holds().is_some() {
         let started = std::time::Instant::now();
-        if retried(what, 0, || sink.write_held()).await {
+        if retried(what, None, || sink.write_held()).await {
             tracing::debug!(
                 what,
                 ms = started.elapsed().as_millis() as u64,
@@ -173,10 +175,11 @@ async fn write_held<T: Sync + 'static>(what: &'static str, sink: &dyn BatchSink<
 }
 
 /// Runs `attempt` up to [`ATTEMPTS`] times, pausing longer after each
-/// failure; false when the last one failed too (logged with `lost` rows).
+/// failure; false when the last one failed too, logged with the `lost`
+/// rows (`None`: what the sink holds, which it keeps for the next try).
 async fn retried<'a>(
     what: &'static str,
-    lost: usize,
+    lost: Option<usize>,
     mut attempt: impl FnMut() -> BoxFuture<'a, Result<(), LoomError>>,
 ) -> bool {
     let mut pause = Duration::from_millis(100);
@@ -188,9 +191,14 @@ async fn retried<'a>(
                 tokio::time::sleep(pause).await;
                 pause *= 2;
             }
-            Err(e) => {
-                tracing::error!(what, error = %e, cause = e.internal_message().unwrap_or(""), lost, "batch lost");
-            }
+            Err(e) => match lost {
+                Some(lost) => {
+                    tracing::error!(what, error = %e, cause = e.internal_message().unwrap_or(""), lost, "batch lost");
+                }
+                None => {
+                    tracing::error!(what, error = %e, cause = e.internal_message().unwrap_or(""), "held rows not written; kept for the next try");
+                }
+            },
         }
     }
     false
