@@ -5,11 +5,11 @@
 //!
 //! Reads queue these on the [`UsageLog`] instead of writing them inside the
 //! request, so a read never waits for the writer (on SQLite, the one writer
-//! connection and its commit); the log writes the exposures in batches and
-//! holds the recalls, summed per row, for a second ([`FOLD`]) before they
-//! go out in slices of neighbouring rows, a slice with each batch
-//! ([`SLICE`]). Shutdown writes everything queued and held. A read's own
-//! answer already counts its recall.
+//! connection and its commit); the log writes the exposure rows in batches
+//! and holds the recall and exposure counts, summed per row, for a second
+//! before they go out in slices of neighbouring rows, a slice with each
+//! batch (`store::fold` says why). Shutdown writes everything queued and
+//! held. A read's own answer already counts its recall.
 //!
 //! A caller's own count never stands still: the log remembers, per row and
 //! caller, the count it last answered until that recall is written (and a
@@ -22,14 +22,15 @@
 //! ([`UsageLog::flush`], which writes what it holds too): they are rare,
 //! and a flush costs one batch's commit.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use loom_core::{BoxFuture, LoomError, OpCx, OpResult};
 
 use super::store as sql;
+use crate::store::fold::{Fold, Sum};
 use crate::store::{Backend, BatchSink, BatchWriter, Store};
 
 /// One serving of one memory version.
@@ -257,23 +258,6 @@ impl QueuedRecalls {
     }
 }
 
-/// How long recalls and exposure counts are gathered and summed before
-/// they are written. A recall lands on a random row of `memories`:
-/// written with its batch, each batch rewrote about as many pages of the
-/// table as it had recalls (~1,750 of the bench's 6,776 pages for a batch
-/// of 2,000, ten batches a second). Gathered for a second and written in
-/// the order of the rows' ids, where they lie in the table on SQLite, each
-/// page is written about once a second however many of its rows were
-/// recalled. The same holds for the exposure counts, in key order.
-pub const FOLD: Duration = Duration::from_secs(1);
-
-/// The most gathered rows written with one batch of exposures, of each
-/// kind: the gathered rows go out in slices of neighbouring rows, one per
-/// batch, so no one batch holds the writer for the whole second's work
-/// (28,000 recall counts at once held it ~460 ms under memory.get's full
-/// load, and the calls queued behind it waited).
-pub const SLICE: usize = 2_000;
-
 struct Sink {
     store: Store,
     queued: Arc<QueuedRecalls>,
@@ -288,17 +272,6 @@ type RowAt = (i64, String, String, String, String);
 /// A row's exposures to one calling agent: (org, namespace, agent, key,
 /// served_to), the key of `memory_exposure_counts`.
 type SeenBy = (String, String, String, String, String);
-
-/// What a fold sums per key.
-trait Sum: Default {
-    fn absorb(&mut self, other: Self);
-}
-
-impl Sum for i64 {
-    fn absorb(&mut self, other: i64) {
-        *self += other;
-    }
-}
 
 /// One row's held recalls.
 #[derive(Debug, Default)]
@@ -316,74 +289,6 @@ impl Sum for HeldRow {
         self.n += other.n;
         self.last_ms = self.last_ms.max(other.last_ms);
         self.slots.extend(other.slots);
-    }
-}
-
-/// Values summed per key for [`FOLD`], then written a slice at a time.
-#[derive(Debug)]
-struct Fold<K, V> {
-    /// Gathered since `since`.
-    gathering: BTreeMap<K, V>,
-    /// When the first of `gathering` came.
-    since: Option<Instant>,
-    /// The last second's, going out a slice per batch.
-    writing: BTreeMap<K, V>,
-}
-
-impl<K, V> Default for Fold<K, V> {
-    fn default() -> Self {
-        Fold {
-            gathering: BTreeMap::new(),
-            since: None,
-            writing: BTreeMap::new(),
-        }
-    }
-}
-
-impl<K: Ord, V: Sum> Fold<K, V> {
-    /// The gathered value of `key`, to add to.
-    fn at(&mut self, key: K) -> &mut V {
-        self.since.get_or_insert_with(Instant::now);
-        self.gathering.entry(key).or_default()
-    }
-
-    /// The next slice to write: the first keys of `writing`, once the
-    /// gathered values have waited [`FOLD`] and the last second's are out.
-    fn next_slice(&mut self) -> Vec<(K, V)> {
-        if self.writing.is_empty() && self.since.is_some_and(|t| t.elapsed() >= FOLD) {
-            self.writing = std::mem::take(&mut self.gathering);
-            self.since = None;
-        }
-        std::iter::from_fn(|| self.writing.pop_first())
-            .take(SLICE)
-            .collect()
-    }
-
-    /// Everything held, a key's values summed.
-    fn take_all(&mut self) -> Vec<(K, V)> {
-        let mut all = std::mem::take(&mut self.writing);
-        for (key, value) in std::mem::take(&mut self.gathering) {
-            all.entry(key).or_default().absorb(value);
-        }
-        self.since = None;
-        all.into_iter().collect()
-    }
-
-    /// A slice that was not written goes back.
-    fn put_back(&mut self, slice: Vec<(K, V)>) {
-        for (key, value) in slice {
-            self.writing.entry(key).or_default().absorb(value);
-        }
-    }
-
-    /// How long the writer may wait for a batch before writing what is
-    /// held: a slice waiting goes out after a batch's linger.
-    fn wait(&self) -> Option<Duration> {
-        if !self.writing.is_empty() {
-            Some(crate::store::LINGER)
-        } else {
-            self.since.map(|t| FOLD.saturating_sub(t.elapsed()))
-        }
     }
 }
 
@@ -540,6 +445,7 @@ impl BatchSink<Served> for Sink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::fold::SLICE;
 
     fn recall(queued: &QueuedRecalls, held: &mut Held, id: i64, at_ms: i64) {
         let s = Served {
@@ -575,9 +481,8 @@ mod tests {
 
     /// As if the gathered sums had waited a fold.
     fn due(held: &mut Held) {
-        let past = Some(Instant::now() - FOLD);
-        held.recalls.since = held.recalls.since.and(past);
-        held.seen.since = held.seen.since.and(past);
+        held.recalls.as_if_waited();
+        held.seen.as_if_waited();
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod batch;
 mod bind;
 mod direct;
 mod error;
+pub(crate) mod fold;
 mod full_text;
 mod gates;
 mod group;

@@ -1,0 +1,110 @@
+//! Sums gathered per key off the request path and written a slice at a
+//! time: what a batch sink holds back ([`super::BatchSink::holds`]) when
+//! many rows would each rewrite a random page, as the usage log's recall
+//! and exposure counts would (`memory::usage`).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How long recalls and exposure counts are gathered and summed before
+/// they are written. A recall lands on a random row of `memories`:
+/// written with its batch, each batch rewrote about as many pages of the
+/// table as it had recalls (~1,750 of the bench's 6,776 pages for a batch
+/// of 2,000, ten batches a second). Gathered for a second and written in
+/// the order of the rows' ids, where they lie in the table on SQLite, each
+/// page is written about once a second however many of its rows were
+/// recalled. The same holds for the exposure counts, in key order.
+pub const FOLD: Duration = Duration::from_secs(1);
+
+/// The most gathered rows written with one batch of exposures, of each
+/// kind: the gathered rows go out in slices of neighbouring rows, one per
+/// batch, so no one batch holds the writer for the whole second's work
+/// (28,000 recall counts at once held it ~460 ms under memory.get's full
+/// load, and the calls queued behind it waited).
+pub const SLICE: usize = 2_000;
+
+/// What a fold sums per key.
+pub trait Sum: Default {
+    /// Adds `other` to this sum.
+    fn absorb(&mut self, other: Self);
+}
+
+impl Sum for i64 {
+    fn absorb(&mut self, other: i64) {
+        *self += other;
+    }
+}
+
+/// Values summed per key for [`FOLD`], then written a slice at a time.
+#[derive(Debug)]
+pub struct Fold<K, V> {
+    /// Gathered since `since`.
+    gathering: BTreeMap<K, V>,
+    /// When the first of `gathering` came.
+    since: Option<Instant>,
+    /// The last second's, going out a slice per batch.
+    writing: BTreeMap<K, V>,
+}
+
+impl<K, V> Default for Fold<K, V> {
+    fn default() -> Self {
+        Fold {
+            gathering: BTreeMap::new(),
+            since: None,
+            writing: BTreeMap::new(),
+        }
+    }
+}
+
+impl<K: Ord, V: Sum> Fold<K, V> {
+    /// The gathered value of `key`, to add to.
+    pub fn at(&mut self, key: K) -> &mut V {
+        self.since.get_or_insert_with(Instant::now);
+        self.gathering.entry(key).or_default()
+    }
+
+    /// The next slice to write: the first keys of `writing`, once the
+    /// gathered values have waited [`FOLD`] and the last second's are out.
+    pub fn next_slice(&mut self) -> Vec<(K, V)> {
+        if self.writing.is_empty() && self.since.is_some_and(|t| t.elapsed() >= FOLD) {
+            self.writing = std::mem::take(&mut self.gathering);
+            self.since = None;
+        }
+        std::iter::from_fn(|| self.writing.pop_first())
+            .take(SLICE)
+            .collect()
+    }
+
+    /// Everything held, a key's values summed.
+    pub fn take_all(&mut self) -> Vec<(K, V)> {
+        let mut all = std::mem::take(&mut self.writing);
+        for (key, value) in std::mem::take(&mut self.gathering) {
+            all.entry(key).or_default().absorb(value);
+        }
+        self.since = None;
+        all.into_iter().collect()
+    }
+
+    /// A slice that was not written goes back.
+    pub fn put_back(&mut self, slice: Vec<(K, V)>) {
+        for (key, value) in slice {
+            self.writing.entry(key).or_default().absorb(value);
+        }
+    }
+
+    /// How long the writer may wait for a batch before writing what is
+    /// held: a slice waiting goes out after a batch's linger.
+    pub fn wait(&self) -> Option<Duration> {
+        if !self.writing.is_empty() {
+            Some(super::LINGER)
+        } else {
+            self.since.map(|t| FOLD.saturating_sub(t.elapsed()))
+        }
+    }
+
+    /// As if what is gathered had waited a fold (tests of a sink's slices).
+    #[cfg(test)]
+    pub fn as_if_waited(&mut self) {
+        self.since = self.since.map(|t| t - FOLD);
+    }
+}
