@@ -20,7 +20,8 @@
 //! written (within about two seconds). Reads of exposure counts (a recall
 //! breakdown, `memory.inspect`, `memory.aggregate`) wait for the log first
 //! ([`UsageLog::flush`], which writes what it holds too): they are rare,
-//! and a flush costs one batch's commit.
+//! and a flush costs one batch's commit (under load, with up to a second's
+//! held counts in it).
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
