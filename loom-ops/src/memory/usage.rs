@@ -234,14 +234,14 @@ impl QueuedRecalls {
         self.hasher.hash_one(RecallBy::served(s))
     }
 
-    /// So many recalls per slot are written (or dropped). A row whose
+    /// A recall per slot listed is written (or dropped). A row whose
     /// recalls are all written is remembered one batch more: a read that
     /// took its row before this batch's commit showed may still look it up.
-    fn settle(&self, slots: impl IntoIterator<Item = (u64, u32)>) {
+    fn settle(&self, slots: impl IntoIterator<Item = u64>) {
         let mut queued = self.lock();
-        for (slot, n) in slots {
+        for slot in slots {
             if let Some(q) = queued.get_mut(&slot) {
-                q.recalls = q.recalls.saturating_sub(n);
+                q.recalls = q.recalls.saturating_sub(1);
             }
         }
         queued.retain(|_, q| q.recalls > 0 || q.idle == 0);
@@ -301,7 +301,6 @@ struct Held {
 }
 
 /// One transaction's share of [`Held`].
-#[derive(Default)]
 struct Slice {
     recalls: Vec<(RowAt, HeldRow)>,
     seen: Vec<(SeenBy, i64)>,
@@ -354,10 +353,11 @@ impl Held {
     }
 
     fn wait(&self) -> Option<Duration> {
-        match (self.recalls.wait(), self.seen.wait()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.recalls
+            .wait()
+            .into_iter()
+            .chain(self.seen.wait())
+            .min()
     }
 }
 
@@ -394,8 +394,8 @@ impl Sink {
     /// The slice's recalls are written: their callers' counts can rest on
     /// the stored ones. Also ages the rows settled before.
     fn settle(&self, slice: &Slice) {
-        let slots = slice.recalls.iter().flat_map(|(_, row)| row.slots.iter());
-        self.queued.settle(slots.map(|&slot| (slot, 1)));
+        let slots = slice.recalls.iter().flat_map(|(_, row)| &row.slots);
+        self.queued.settle(slots.copied());
     }
 }
 
@@ -423,7 +423,7 @@ impl BatchSink<Served> for Sink {
     fn given_up(&self, rows: &[Served]) {
         // The exposures are lost, and with them their recalls.
         let slots = rows.iter().filter(|s| s.recall);
-        self.queued.settle(slots.map(|s| (self.queued.slot(s), 1)));
+        self.queued.settle(slots.map(|s| self.queued.slot(s)));
     }
 
     fn holds(&self) -> Option<Duration> {
