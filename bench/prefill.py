@@ -2,7 +2,8 @@
 
 The fast path: one batched insert straight into the store's tables (rows in
 `memories` and their first row in `memory_versions`, both as `memory.set`
-would write them; SQLite's FTS index fills itself through its triggers,
+would write them; SQLite's triggers queue them for the FTS index, which
+Loom fills when it next opens the store, as `loom migrate` does;
 PostgreSQL's search column is generated). Agent `bench`, namespace
 `default`, org `default`, keys `bench-0` .. `bench-{N-1}`, content of 12 to
 24 words drawn from bench/words.txt.

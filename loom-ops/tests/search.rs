@@ -310,7 +310,9 @@ async fn search_query_fans_out_to_the_callers_other_memory_namespaces() {
 type Seed<'a> = (&'a str, &'a str, String, String, i64, Option<i64>, i64);
 
 /// Inserts memories straight into the store (as memory.set would leave
-/// them, the full-text index filled by the backend), one transaction.
+/// them), one transaction, then has the store index them (on SQLite the
+/// triggers queue them for the full-text index, as for any write around
+/// the store's writers).
 async fn insert_rows(h: &common::Harness, rows: &[Seed<'_>]) {
     let mut tx = h.store().writer().begin().await.unwrap();
     for (org, ns, key, content, deleted, expires_ms, updated_ms) in rows {
@@ -331,6 +333,7 @@ async fn insert_rows(h: &common::Harness, rows: &[Seed<'_>]) {
         .unwrap();
     }
     tx.commit().await.unwrap();
+    h.store().drain_full_text_queue().await.unwrap();
 }
 
 /// More rows holding a word than both retrieval passes read (2 x 100).

@@ -168,7 +168,7 @@ fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>,
                 .send(Err(LoomError::internal("the store is closed")));
             continue;
         };
-        let answers = group(conn, first, jobs);
+        let answers = group(conn, first, jobs, guard.before_commit);
         drop(guard);
         for (reply, answer) in answers {
             let _ = reply.send(answer);
@@ -178,9 +178,15 @@ fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>,
 
 type Answer = (oneshot::Sender<OpResult<usize>>, OpResult<usize>);
 
-/// Runs `first` and every write queued behind it in one transaction and
-/// commits it: each call's answer, all failed when the commit did.
-fn group(conn: &Connection, first: Job, jobs: &mpsc::Receiver<Job>) -> Vec<Answer> {
+/// Runs `first` and every write queued behind it in one transaction, then
+/// `before_commit`, and commits it: each call's answer, all failed when the
+/// commit did.
+fn group(
+    conn: &Connection,
+    first: Job,
+    jobs: &mpsc::Receiver<Job>,
+    before_commit: &[&str],
+) -> Vec<Answer> {
     let mut answers = Vec::new();
     if let Err(e) = execute(conn, "BEGIN IMMEDIATE") {
         answers.push((first.reply, Err(sqlite_error(&e))));
@@ -201,7 +207,8 @@ fn group(conn: &Connection, first: Job, jobs: &mpsc::Receiver<Job>) -> Vec<Answe
             next = jobs.try_recv().ok();
         }
     }
-    match execute(conn, "COMMIT") {
+    let before = before_commit.iter().try_for_each(|s| execute(conn, s));
+    match before.and_then(|()| execute(conn, "COMMIT")) {
         Ok(()) => answers,
         Err(e) => failed(conn, answers, &e),
     }

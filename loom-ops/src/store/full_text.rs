@@ -1,10 +1,10 @@
 //! Merging SQLite's full-text index while the store is quiet.
 //!
-//! FTS5 keeps its index as segments: every write adds one (each call's
-//! savepoint flushes FTS5's pending terms), and its automerge combines
-//! them a level at a time, so a store that has seen writes holds a few
-//! segments a level: 10 after the benchmark's pre-fill, 23 after 8,000
-//! writes more. A search opens an iterator per word per segment, and
+//! FTS5 keeps its index as segments: every commit that changed memories'
+//! text adds one (see `full_text_queue`), and its automerge combines them
+//! a level at a time, so a store that has seen writes holds a few segments
+//! a level: 9 after the benchmark's pre-fill, 15-18 after 20 seconds of
+//! writes. A search opens an iterator per word per segment, and
 //! walks them all: on 100,000 memories a fully merged index served 22%
 //! more searches a second than the pre-filled one.
 //!

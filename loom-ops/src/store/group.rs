@@ -69,6 +69,9 @@ pub(super) struct State {
     abandoned: bool,
     /// The store is closing: no new group.
     pub(super) closed: bool,
+    /// What every commit runs first, outside any call's savepoint (the
+    /// store's: the full-text queue's drain, see `full_text_queue`).
+    pub(super) before_commit: &'static [&'static str],
 }
 
 /// One call's place in the group: holds the lock until its commit.
@@ -80,9 +83,17 @@ pub(super) struct Member {
 impl Group {
     /// The group over `pool` (SQLite's one writer connection), with its
     /// committer task on the current runtime, and the direct writer of the
-    /// database file at `file`, when it is one.
-    pub(super) fn start(pool: AnyPool, file: Option<&Path>) -> Result<Arc<Group>, String> {
-        let state = Arc::new(Mutex::new(State::default()));
+    /// database file at `file`, when it is one. Every commit of either
+    /// runs `before_commit` first.
+    pub(super) fn start(
+        pool: AnyPool,
+        file: Option<&Path>,
+        before_commit: &'static [&'static str],
+    ) -> Result<Arc<Group>, String> {
+        let state = Arc::new(Mutex::new(State {
+            before_commit,
+            ..State::default()
+        }));
         let direct = file
             .map(|path| Direct::start(path, state.clone()))
             .transpose()?;
@@ -199,12 +210,20 @@ pub(super) async fn commit_open(state: &mut State) {
     let Some(conn) = state.conn.as_mut() else {
         return;
     };
-    let outcome = conn
-        .execute("COMMIT")
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string());
+    let outcome = commit(conn, state.before_commit).await;
     end_open(state, outcome).await;
+}
+
+/// Runs `before_commit`, once for the whole group and outside its calls'
+/// savepoints, and commits.
+async fn commit(
+    conn: &mut PoolConnection<Any>,
+    before_commit: &'static [&'static str],
+) -> Result<(), String> {
+    for statement in before_commit.iter().copied().chain(["COMMIT"]) {
+        conn.execute(statement).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// Ends the open group with `outcome` (a failed one is rolled back, so no

@@ -20,6 +20,7 @@ mod direct;
 mod error;
 pub(crate) mod fold;
 mod full_text;
+mod full_text_queue;
 mod gates;
 mod group;
 mod inline;

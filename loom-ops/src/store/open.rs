@@ -113,6 +113,7 @@ impl Store {
     pub async fn open(options: StoreOptions) -> Result<Store, String> {
         let store = Store::connect(options).await?;
         store.migrate().await?;
+        store.drain_full_text_queue().await?;
         Ok(store)
     }
 
@@ -208,6 +209,7 @@ impl Store {
             Backend::Sqlite => Some(super::group::Group::start(
                 writer.clone(),
                 inline.as_deref().map(super::inline::Inline::path),
+                &super::full_text_queue::DRAIN_PENDING,
             )?),
             Backend::Postgres => None,
         };

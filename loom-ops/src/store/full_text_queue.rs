@@ -1,0 +1,44 @@
+//! SQLite's full-text queue: what the triggers on `memories` queue for the
+//! index (migration 0011 says why), handed to FTS5 once per commit.
+//!
+//! Every commit of the store's writers runs [`DRAIN_PENDING`] just before
+//! its `COMMIT`, outside any call's savepoint: the direct writer
+//! ([`super::direct`]) and sqlx's group ([`super::group`]), which every
+//! other write of the store goes through. Rows another program queued
+//! (a bulk insert straight into the tables, as the benchmark's pre-fill
+//! does) are drained by the next commit, and when the store opens.
+
+use super::{Backend, Store};
+
+/// The queue drained into FTS5, then emptied, in one transaction with the
+/// writes that queued it. In FTS5's rowid order, each row's changes in the
+/// order they were made: FTS5 then holds the whole commit in its pending
+/// terms and writes one segment (a rowid lower than the last one handed to
+/// it makes it write what it holds first).
+pub(super) const DRAIN_PENDING: [&str; 2] = [
+    "INSERT INTO memories_fts (memories_fts, rowid, memory_key, content, labels) \
+     SELECT CASE WHEN remove = 1 THEN 'delete' END, fts_rowid, memory_key, content, labels \
+     FROM memories_fts_pending ORDER BY fts_rowid, seq",
+    "DELETE FROM memories_fts_pending",
+];
+
+impl Store {
+    /// Drains what was queued for the full-text index around the store's
+    /// writers (another program, a bulk insert straight into the tables) in
+    /// a transaction of its own (SQLite; nothing on PostgreSQL, whose
+    /// search column is generated). The store runs it when it opens.
+    pub async fn drain_full_text_queue(&self) -> Result<(), String> {
+        if self.backend() != Backend::Sqlite {
+            return Ok(());
+        }
+        let failed = |e: sqlx::Error| format!("cannot index the queued full-text rows: {e}");
+        let mut tx = self.writer().begin().await.map_err(failed)?;
+        for statement in DRAIN_PENDING {
+            sqlx::query(statement)
+                .execute(&mut *tx)
+                .await
+                .map_err(failed)?;
+        }
+        tx.commit().await.map_err(failed)
+    }
+}

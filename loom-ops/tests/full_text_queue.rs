@@ -1,0 +1,159 @@
+//! SQLite's full-text queue (migration 0011): the triggers queue what the
+//! index must learn, and every commit hands it to FTS5 at once.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use futures_util::future::join_all;
+use serde_json::json;
+
+/// The words contents are made of: none is another's stem, so a row holds
+/// a word exactly when the index files it under that word.
+const WORDS: [&str; 12] = [
+    "amber", "birch", "cedar", "delta", "ember", "fjord", "glade", "heron", "indigo", "juniper",
+    "kestrel", "lumen",
+];
+
+/// Three words for key `i` in round `round`, different from round to round.
+fn content(i: usize, round: usize) -> String {
+    [i + round, i * 5 + round * 7 + 3, i * 7 + round * 2 + 1]
+        .map(|n| WORDS[n % WORDS.len()])
+        .join(" ")
+}
+
+/// The keys the index files under `word`.
+async fn indexed(h: &common::Harness, word: &str) -> BTreeSet<String> {
+    sqlx::query_scalar(
+        "SELECT m.memory_key FROM memories_fts JOIN memories m ON m.id = -memories_fts.rowid \
+         WHERE memories_fts MATCH $1",
+    )
+    .bind(format!("\"{word}\""))
+    .fetch_all(h.store().reader())
+    .await
+    .unwrap()
+    .into_iter()
+    .collect()
+}
+
+/// The keys whose current text (content or labels) holds `word`.
+async fn holding(h: &common::Harness, word: &str) -> BTreeSet<String> {
+    let rows: Vec<(String, String, String)> =
+        sqlx::query_as("SELECT memory_key, content, labels FROM memories")
+            .fetch_all(h.store().reader())
+            .await
+            .unwrap();
+    rows.into_iter()
+        .filter(|(_, content, labels)| {
+            content.split_whitespace().any(|w| w == word) || labels.contains(&format!("\"{word}\""))
+        })
+        .map(|(key, _, _)| key)
+        .collect()
+}
+
+/// Every word's rows in the index are the rows holding it now, and nothing
+/// is left queued.
+async fn assert_index_matches_rows(h: &common::Harness, when: &str) {
+    for word in WORDS {
+        assert_eq!(
+            indexed(h, word).await,
+            holding(h, word).await,
+            "{when}: {word}"
+        );
+    }
+    assert_eq!(h.rows("memories_fts_pending").await, 0, "{when}");
+    sqlx::query("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+        .execute(h.store().writer())
+        .await
+        .unwrap();
+}
+
+async fn segments(h: &common::Harness) -> i64 {
+    h.store().full_text_state().await.unwrap().unwrap().segments
+}
+
+#[tokio::test]
+async fn concurrent_writes_share_one_segment_and_the_index_follows_every_commit() {
+    let h = common::sqlite().await;
+    // Without automerge (nor its crisis merge, from 16 segments a level)
+    // every segment FTS5 writes stays, so they can be counted.
+    for (setting, value) in [("automerge", 0), ("crisismerge", 2000)] {
+        sqlx::query("INSERT INTO memories_fts (memories_fts, rank) VALUES ($1, $2)")
+            .bind(setting)
+            .bind(value)
+            .execute(h.store().writer())
+            .await
+            .unwrap();
+    }
+    const KEYS: usize = 48;
+    for round in 0..3 {
+        let before = segments(&h).await;
+        // A write transaction held open keeps the direct writer waiting, so
+        // the sets queue behind it and share the commit that follows it.
+        let held = h.store().begin_write().await.unwrap();
+        let sets = join_all((0..KEYS).map(|i| {
+            h.call(
+                "memory.set",
+                json!({"memory_key": format!("k{i:02}"), "content": content(i, round)}),
+            )
+        }));
+        let release = async {
+            tokio::task::yield_now().await;
+            held.commit_unaudited().await.unwrap();
+        };
+        let (written, ()) = tokio::join!(sets, release);
+        assert!(written.iter().all(Result::is_ok), "round {round}");
+        let added = segments(&h).await - before;
+        // Flushed at every call's savepoint, the index took a segment per
+        // write (48); now one per commit.
+        assert!((1..=8).contains(&added), "round {round}: {added} segments");
+        assert_index_matches_rows(&h, &format!("after the sets of round {round}")).await;
+    }
+
+    // Writes through sqlx's group (memory.update, memory.apply) drain too.
+    for i in 0..4 {
+        h.call(
+            "memory.update",
+            json!({"memory_key": format!("k{i:02}"), "content": "lumen lumen"}),
+        )
+        .await
+        .unwrap();
+    }
+    let label = json!({"action": "label", "labels": ["kestrel"], "filter": {"key_prefix": "k1"}});
+    let mut dry = label.clone();
+    dry["dry_run"] = json!(true);
+    h.call("memory.apply", dry).await.unwrap();
+    assert_index_matches_rows(&h, "after a dry run, which queued and rolled back").await;
+    assert!(!indexed(&h, "kestrel").await.contains("k15"));
+    h.call("memory.apply", label).await.unwrap();
+    assert_index_matches_rows(&h, "after updates and labels").await;
+    assert!(indexed(&h, "kestrel").await.contains("k15"));
+}
+
+#[tokio::test]
+async fn rows_written_around_the_store_are_indexed_when_it_opens() {
+    let mut h = common::sqlite().await;
+    sqlx::query(
+        "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, source, \
+         content_hash, version, created_ms, updated_ms) \
+         VALUES ($1, $2, $3, 'outside', 'heron glade', 'fact', '[]', '', 'h', 1, 1, 1)",
+    )
+    .bind(common::ORG)
+    .bind(common::NS)
+    .bind(common::AGENT)
+    .execute(h.store().writer())
+    .await
+    .unwrap();
+    // Queued, not yet in the index: another program's write waits for the
+    // store's next commit or start.
+    assert_eq!(h.rows("memories_fts_pending").await, 1);
+    assert!(indexed(&h, "heron").await.is_empty());
+
+    h.restart().await;
+    assert_index_matches_rows(&h, "after a restart").await;
+    let found = h
+        .call("memory.search", json!({"query": "heron"}))
+        .await
+        .unwrap();
+    assert_eq!(found["hits"][0]["memory_key"], "outside");
+}
