@@ -157,3 +157,14 @@ async fn rows_written_around_the_store_are_indexed_when_it_opens() {
         .unwrap();
     assert_eq!(found["hits"][0]["memory_key"], "outside");
 }
+
+#[tokio::test]
+async fn the_index_merges_two_segments_of_a_level() {
+    let h = common::sqlite().await;
+    let automerge: i64 =
+        sqlx::query_scalar("SELECT v FROM memories_fts_config WHERE k = 'automerge'")
+            .fetch_one(h.store().reader())
+            .await
+            .unwrap();
+    assert_eq!(automerge, 2);
+}

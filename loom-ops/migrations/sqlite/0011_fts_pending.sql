@@ -42,3 +42,10 @@ CREATE TRIGGER memories_fts_update AFTER UPDATE OF memory_key, content, labels O
     INSERT INTO memories_fts_pending (fts_rowid, remove, memory_key, content, labels)
     VALUES (-new.id, 0, new.memory_key, new.content, new.labels);
 END;
+
+-- With a segment per commit rather than per write, FTS5 can afford to
+-- merge sooner: two segments of a level make one of the next, where the
+-- default waits for four. After 20 seconds of sets on 100,000 memories the
+-- index held 6 segments against 15, and searches right after the writes
+-- served 13-62% more a second (paired runs), at 2-6% fewer sets.
+INSERT INTO memories_fts (memories_fts, rank) VALUES ('automerge', 2);
