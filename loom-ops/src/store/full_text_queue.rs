@@ -8,6 +8,8 @@
 //! (a bulk insert straight into the tables, as the benchmark's pre-fill
 //! does) are drained by the next commit, and when the store opens.
 
+use loom_core::OpResult;
+
 use super::{Backend, Store};
 
 /// The queue drained into FTS5, then emptied, in one transaction with the
@@ -24,21 +26,14 @@ pub(super) const DRAIN_PENDING: [&str; 2] = [
 
 impl Store {
     /// Drains what was queued for the full-text index around the store's
-    /// writers (another program, a bulk insert straight into the tables) in
-    /// a transaction of its own (SQLite; nothing on PostgreSQL, whose
-    /// search column is generated). The store runs it when it opens.
-    pub async fn drain_full_text_queue(&self) -> Result<(), String> {
+    /// writers (another program, a bulk insert straight into the tables)
+    /// by committing an empty write, as every commit drains the queue
+    /// (SQLite; nothing on PostgreSQL, whose search column is generated).
+    /// The store runs it when it opens.
+    pub async fn drain_full_text_queue(&self) -> OpResult<()> {
         if self.backend() != Backend::Sqlite {
             return Ok(());
         }
-        let failed = |e: sqlx::Error| format!("cannot index the queued full-text rows: {e}");
-        let mut tx = self.writer().begin().await.map_err(failed)?;
-        for statement in DRAIN_PENDING {
-            sqlx::query(statement)
-                .execute(&mut *tx)
-                .await
-                .map_err(failed)?;
-        }
-        tx.commit().await.map_err(failed)
+        self.begin_write().await?.commit_unaudited().await
     }
 }
