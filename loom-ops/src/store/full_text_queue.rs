@@ -10,7 +10,7 @@
 
 use loom_core::OpResult;
 
-use super::{Backend, Store};
+use super::{Backend, Store, db_error};
 
 /// The queue drained into FTS5, then emptied, in one transaction with the
 /// writes that queued it. In FTS5's rowid order, each row's changes in the
@@ -29,9 +29,18 @@ impl Store {
     /// writers (another program, a bulk insert straight into the tables)
     /// by committing an empty write, as every commit drains the queue
     /// (SQLite; nothing on PostgreSQL, whose search column is generated).
-    /// The store runs it when it opens.
+    /// The store runs it when it opens; an empty queue takes no write lock,
+    /// so a CLI opening the store never waits behind a busy server for it.
     pub async fn drain_full_text_queue(&self) -> OpResult<()> {
         if self.backend() != Backend::Sqlite {
+            return Ok(());
+        }
+        let queued: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM (SELECT 1 FROM memories_fts_pending LIMIT 1)")
+                .fetch_one(self.reader())
+                .await
+                .map_err(db_error)?;
+        if queued == 0 {
             return Ok(());
         }
         self.begin_write().await?.commit_unaudited().await
