@@ -9,7 +9,7 @@
 -- triggers now queue what the index must learn (the old text to remove,
 -- the new text to add) in memories_fts_pending, and every commit drains
 -- the queue first, outside any savepoint and in rowid order (the writer's
--- `store::full_text::DRAIN_PENDING`), so FTS5 writes one segment per
+-- `store::full_text_queue::DRAIN_PENDING`), so FTS5 writes one segment per
 -- commit. A queued row is in the same transaction as the change that
 -- queued it: a call rolled back takes its rows with it, and no commit
 -- leaves the index behind the table. A program other than Loom that
