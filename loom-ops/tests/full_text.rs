@@ -4,27 +4,13 @@ mod common;
 
 use serde_json::json;
 
-/// Segments of the full-text index, counted the way FTS5 files them.
-async fn segments(h: &common::Harness) -> i64 {
-    h.store().full_text_state().await.unwrap().unwrap().segments
-}
-
-/// FTS5's check of the index's own consistency: fails the test on a fault.
-async fn integrity_check(h: &common::Harness) {
-    sqlx::query("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
-        .execute(h.store().writer())
-        .await
-        .unwrap();
-}
+use common::{full_text_integrity_check as integrity_check, full_text_segments as segments};
 
 /// A SQLite store whose full-text index does not merge by itself, so
 /// every write leaves a segment of its own.
 async fn without_automerge() -> common::Harness {
     let h = common::sqlite().await;
-    sqlx::query("INSERT INTO memories_fts (memories_fts, rank) VALUES ('automerge', 0)")
-        .execute(h.store().writer())
-        .await
-        .unwrap();
+    common::full_text_setting(&h, "automerge", 0).await;
     h
 }
 

@@ -62,14 +62,7 @@ async fn assert_index_matches_rows(h: &common::Harness, when: &str) {
         );
     }
     assert_eq!(h.rows("memories_fts_pending").await, 0, "{when}");
-    sqlx::query("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
-        .execute(h.store().writer())
-        .await
-        .unwrap();
-}
-
-async fn segments(h: &common::Harness) -> i64 {
-    h.store().full_text_state().await.unwrap().unwrap().segments
+    common::full_text_integrity_check(h).await;
 }
 
 #[tokio::test]
@@ -77,17 +70,11 @@ async fn concurrent_writes_share_one_segment_and_the_index_follows_every_commit(
     let h = common::sqlite().await;
     // Without automerge (nor its crisis merge, from 16 segments a level)
     // every segment FTS5 writes stays, so they can be counted.
-    for (setting, value) in [("automerge", 0), ("crisismerge", 2000)] {
-        sqlx::query("INSERT INTO memories_fts (memories_fts, rank) VALUES ($1, $2)")
-            .bind(setting)
-            .bind(value)
-            .execute(h.store().writer())
-            .await
-            .unwrap();
-    }
+    common::full_text_setting(&h, "automerge", 0).await;
+    common::full_text_setting(&h, "crisismerge", 2000).await;
     const KEYS: usize = 48;
     for round in 0..3 {
-        let before = segments(&h).await;
+        let before = common::full_text_segments(&h).await;
         // A write transaction held open keeps the direct writer waiting, so
         // the sets queue behind it and share the commit that follows it.
         let held = h.store().begin_write().await.unwrap();
@@ -103,7 +90,7 @@ async fn concurrent_writes_share_one_segment_and_the_index_follows_every_commit(
         };
         let (written, ()) = tokio::join!(sets, release);
         assert!(written.iter().all(Result::is_ok), "round {round}");
-        let added = segments(&h).await - before;
+        let added = common::full_text_segments(&h).await - before;
         // Flushed at every call's savepoint, the index took a segment per
         // write (48); now one per commit.
         assert!((1..=8).contains(&added), "round {round}: {added} segments");

@@ -193,3 +193,27 @@ pub fn code(r: Result<Value, LoomError>) -> String {
         Err(e) => e.code().as_str().to_owned(),
     }
 }
+
+/// Segments of SQLite's full-text index, counted the way FTS5 files them.
+pub async fn full_text_segments(h: &Harness) -> i64 {
+    h.store().full_text_state().await.unwrap().unwrap().segments
+}
+
+/// FTS5's check of the index's own consistency: fails the test on a fault.
+pub async fn full_text_integrity_check(h: &Harness) {
+    sqlx::query("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+        .execute(h.store().writer())
+        .await
+        .unwrap();
+}
+
+/// Sets one of FTS5's settings of the full-text index (`automerge`,
+/// `crisismerge`, ...), kept in the index itself.
+pub async fn full_text_setting(h: &Harness, setting: &str, value: i64) {
+    sqlx::query("INSERT INTO memories_fts (memories_fts, rank) VALUES ($1, $2)")
+        .bind(setting)
+        .bind(value)
+        .execute(h.store().writer())
+        .await
+        .unwrap();
+}
