@@ -27,6 +27,132 @@ async fn versions(h: &Harness, key: &str) -> i64 {
     n
 }
 
+/// The run `memory.get` answers, per (row's run, its current version's run)
+/// of key `k`.
+async fn runs_of(h: &Harness) -> (Value, Option<String>, Option<String>) {
+    let got = h
+        .call("memory.get", json!({"memory_key": "k"}))
+        .await
+        .unwrap();
+    let (row, version): (Option<String>, Option<String>) = sqlx::query_as(
+        "SELECT m.run_id, v.run_id FROM memories m JOIN memory_versions v \
+         ON v.org = m.org AND v.namespace = m.namespace AND v.agent = m.agent \
+         AND v.memory_key = m.memory_key AND v.version = m.version WHERE m.memory_key = 'k'",
+    )
+    .fetch_one(h.store().reader())
+    .await
+    .unwrap();
+    (got["run_id"].clone(), row, version)
+}
+
+#[tokio::test]
+async fn get_answers_the_run_of_the_current_version() {
+    for h in common::all().await {
+        let n = h.name();
+        let set = json!({"memory_key": "k", "content": "one"});
+        h.call_in(AGENT, Some("run-a"), "memory.set", set)
+            .await
+            .unwrap();
+        let run_a = Some("run-a".to_owned());
+        assert_eq!(
+            runs_of(&h).await,
+            (json!("run-a"), run_a.clone(), run_a),
+            "{n}"
+        );
+
+        let update = json!({"memory_key": "k", "content": "two"});
+        h.call_in(AGENT, Some("run-b"), "memory.update", update)
+            .await
+            .unwrap();
+        let run_b = Some("run-b".to_owned());
+        assert_eq!(
+            runs_of(&h).await,
+            (json!("run-b"), run_b.clone(), run_b),
+            "{n}"
+        );
+
+        // A change outside any run: the version has none, and neither has
+        // the answer (the field is left out).
+        h.call_in(AGENT, None, "memory.pin", json!({"memory_key": "k"}))
+            .await
+            .unwrap();
+        assert_eq!(runs_of(&h).await, (Value::Null, None, None), "{n}");
+
+        // Each version keeps the run of its own change.
+        let page = h
+            .call("memory.history", json!({"memory_key": "k"}))
+            .await
+            .unwrap();
+        let runs: Vec<&Value> = page["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| &v["run_id"])
+            .collect();
+        assert_eq!(
+            runs,
+            [&Value::Null, &json!("run-b"), &json!("run-a")],
+            "{n}"
+        );
+    }
+}
+
+/// Migration 0012 copies each row's current version's run onto the row.
+#[tokio::test]
+async fn the_run_migration_copies_the_current_versions_run_onto_the_row() {
+    const MIGRATION: &str = include_str!("../migrations/sqlite/0012_memory_run.sql");
+    assert_eq!(
+        MIGRATION,
+        include_str!("../migrations/postgres/0012_memory_run.sql"),
+        "one migration for both backends"
+    );
+    let backfill = &MIGRATION[MIGRATION.find("UPDATE").unwrap()..];
+    for h in common::all().await {
+        let n = h.name();
+        let set = json!({"memory_key": "k", "content": "one"});
+        h.call_in(AGENT, Some("run-a"), "memory.set", set)
+            .await
+            .unwrap();
+        h.call_in(
+            AGENT,
+            Some("run-b"),
+            "memory.set",
+            json!({"memory_key": "k", "content": "two"}),
+        )
+        .await
+        .unwrap();
+        h.call_in(
+            AGENT,
+            Some("run-c"),
+            "memory.set",
+            json!({"memory_key": "other", "content": "x"}),
+        )
+        .await
+        .unwrap();
+        // As a store written before the column was there.
+        sqlx::query("UPDATE memories SET run_id = NULL")
+            .execute(h.store().writer())
+            .await
+            .unwrap();
+        sqlx::query(backfill)
+            .execute(h.store().writer())
+            .await
+            .unwrap();
+        let run_b = Some("run-b".to_owned());
+        assert_eq!(
+            runs_of(&h).await,
+            (json!("run-b"), run_b.clone(), run_b),
+            "{n}"
+        );
+        let (other,): (Option<String>,) =
+            sqlx::query_as("SELECT run_id FROM memories WHERE memory_key = 'other'")
+                .fetch_one(h.store().reader())
+                .await
+                .unwrap();
+        assert_eq!(other.as_deref(), Some("run-c"), "{n}");
+    }
+}
+
 #[tokio::test]
 async fn set_stores_a_version_and_an_identical_set_writes_nothing() {
     for h in common::all().await {

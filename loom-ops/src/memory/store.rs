@@ -132,13 +132,10 @@ pub struct RowWithRun {
 }
 
 /// The statement of [`resolve_with_run`]: `memories_by_key` finds the
-/// key's rows (one per agent), the version's run is a primary-key lookup.
+/// key's rows (one per agent); the row carries its version's run.
 static RESOLVE_WITH_RUN: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT {COLUMNS}, (SELECT v.run_id FROM memory_versions v \
-           WHERE v.org = m.org AND v.namespace = m.namespace AND v.agent = m.agent \
-           AND v.memory_key = m.memory_key AND v.version = m.version) AS run_id, \
-         m.id AS memory_id \
+        "SELECT {COLUMNS}, m.run_id, m.id AS memory_id \
          FROM memories m WHERE org = $1 AND namespace = $2 AND memory_key = $3 \
          AND ($7 = '' OR agent = $7) \
          AND ($6 = 1 OR (deleted = 0 AND (expires_ms IS NULL OR expires_ms > $4))) \
@@ -341,10 +338,12 @@ pub fn set_view_inline(store: &Store, cx: &OpCx, key: &str) -> Option<OpResult<S
 
 /// The new row's columns in `memories`, for [`INSERT`] and [`insert_args`].
 const INSERT_COLUMNS: &str = "org, namespace, agent, memory_key, content, kind, labels, source, \
-     content_hash, version, pinned, locked, deleted, expires_ms, recall_count, created_ms, updated_ms";
-/// [`INSERT_COLUMNS`]' values, by [`insert_args`]' parameters.
+     content_hash, version, pinned, locked, deleted, expires_ms, recall_count, created_ms, updated_ms, \
+     run_id";
+/// [`INSERT_COLUMNS`]' values, by [`insert_args`]' parameters; the run is
+/// `$18`, [`with_snapshot`]'s second parameter from `$17`.
 const INSERT_VALUES: &str =
-    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 0, $15, $16";
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 0, $15, $16, $18";
 /// The row at its new version, by [`insert_args`]' parameters.
 const INSERTED: &str =
     "org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $10";
@@ -392,10 +391,11 @@ fn insert_args<'q, B: Bind<'q>>(query: B, row: &'q Row) -> B {
         .arg(row.updated_ms)
 }
 
-/// [`save`]'s change of the row, by [`save_args`]' parameters.
+/// [`save`]'s change of the row, by [`save_args`]' parameters; the run is
+/// `$18`, as in [`INSERT_VALUES`].
 const UPDATE: &str = "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, \
      content_hash = $5, version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, \
-     updated_ms = $11 \
+     updated_ms = $11, run_id = $18 \
      WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16";
 /// The row at its new version, by [`save_args`]' parameters.
 const UPDATED: &str =
@@ -527,16 +527,22 @@ pub fn version_conflict(key: &str, expected: i64, current: i64) -> LoomError {
 /// row). SQLite: two, the snapshot guarded by `changes()` (the rows the
 /// write itself changed, the full-text triggers not counted). Parameters
 /// `$next` on: the change, the run, the subject, the agent acting and the
-/// request ([`snapshot_args`]).
+/// request ([`snapshot_args`]). The run is the write's to store on the row
+/// (`memories.run_id`, which `memory.get` answers); the snapshot copies it
+/// from there, so the two never differ.
 fn with_snapshot(backend: Backend, write: &str, written: &str, next: usize) -> String {
     let (change, run, subject, by, request) = (next, next + 1, next + 2, next + 3, next + 4);
+    assert!(
+        write.contains(&format!("run_id = ${run}")) || write.contains(&format!(", ${run}")),
+        "the write must store the run (${run}) on the row"
+    );
     let snapshot = |from: &str, guard: &str| {
         format!(
             "INSERT INTO memory_versions (org, namespace, agent, memory_key, version, change, content, \
              kind, labels, source, content_hash, pinned, locked, deleted, expires_ms, run_id, subject, \
              changed_by, request_id, at_ms) \
              SELECT org, namespace, agent, memory_key, version, ${change}, content, kind, labels, source, \
-             content_hash, pinned, locked, deleted, expires_ms, ${run}, ${subject}, ${by}, ${request}, \
+             content_hash, pinned, locked, deleted, expires_ms, run_id, ${subject}, ${by}, ${request}, \
              updated_ms FROM {from}{guard}"
         )
     };
