@@ -10,6 +10,7 @@
 //!   off the request path. The store is the first sink; a column store can
 //!   take the stream later behind the same trait.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cx::Transport;
@@ -83,7 +84,10 @@ impl Transport {
 
 /// Where ledger rows are written, a batch at a time.
 pub trait EventSink: Send + Sync + 'static {
-    /// Writes every event of the batch, or none.
-    fn write_events<'a>(&'a self, events: &'a [AgentEvent])
-    -> BoxFuture<'a, Result<(), LoomError>>;
+    /// Writes every event of the batch, or none. The batch is shared, so a
+    /// sink may hand it to another thread without copying it.
+    fn write_events<'a>(
+        &'a self,
+        events: &'a Arc<[AgentEvent]>,
+    ) -> BoxFuture<'a, Result<(), LoomError>>;
 }

@@ -128,14 +128,15 @@ async fn a_committed_write_survives_close_and_reopen() {
     }
 }
 
-/// Ledger batches are written a few multi-row statements at a time
-/// (`store::execute_chunked`): a batch of any length lands whole, each row with
-/// its own values, on every backend.
+/// Ledger batches (a few multi-row statements at a time through
+/// `store::execute_chunked`, a row per step on SQLite's direct writer) land
+/// whole whatever their length, each row with its own values, on every
+/// backend.
 #[tokio::test]
 async fn a_ledger_batch_of_any_length_lands_whole() {
     use loom_core::{AgentEvent, Transport};
     for t in testing::all().await {
-        let events: Vec<AgentEvent> = (0..237)
+        let events: std::sync::Arc<[AgentEvent]> = (0..237)
             .map(|i| AgentEvent {
                 org: "default".into(),
                 namespace: "default".into(),
@@ -154,7 +155,10 @@ async fn a_ledger_batch_of_any_length_lands_whole() {
             })
             .collect();
         t.store.insert_agent_events(&events).await.unwrap();
-        t.store.insert_agent_events(&events[..1]).await.unwrap();
+        t.store
+            .insert_agent_events(&events[..1].into())
+            .await
+            .unwrap();
         let (rows, latency, consumers): (i64, i64, i64) = sqlx::query_as(
             "SELECT COUNT(*), CAST(SUM(latency_ms) AS BIGINT), COUNT(consumer) FROM agent_events",
         )

@@ -684,12 +684,7 @@ pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> Op
         conn,
         served,
         11,
-        |values| {
-            format!(
-                "INSERT INTO memory_exposures (org, namespace, agent, memory_key, version, served_to, \
-                 subject, op, run_id, request_id, at_ms) VALUES {values}"
-            )
-        },
+        |values| format!("INSERT INTO memory_exposures ({EXPOSURE_COLUMNS}) VALUES {values}"),
         |q, s| {
             q.bind(&s.org)
                 .bind(&s.namespace)
@@ -720,6 +715,82 @@ pub type Recall<'a> = (i64, (&'a str, &'a str, &'a str, &'a str), i64, i64);
 /// not one of an index of four text columns and then the table), the
 /// coordinates guarding against an id reused by a row deleted and written
 /// again since; PostgreSQL does not index `id` and finds rows by key.
+/// A `memory_exposures` row's columns, as both writes of the usage log
+/// bind them.
+const EXPOSURE_COLUMNS: &str = "org, namespace, agent, memory_key, version, served_to, subject, op, \
+     run_id, request_id, at_ms";
+
+/// What a recall count's update sets: `n` more recalls, the latest at
+/// `last_ms` (SQL expressions).
+fn add_recall(n: &str, last_ms: &str) -> String {
+    format!(
+        "recall_count = recall_count + {n}, \
+         last_recall_ms = CASE WHEN memories.last_recall_ms IS NULL OR memories.last_recall_ms < {last_ms} \
+           THEN {last_ms} ELSE memories.last_recall_ms END"
+    )
+}
+
+/// How an exposure count is added to the one stored.
+const ADD_EXPOSURE_COUNT: &str = "ON CONFLICT (org, namespace, agent, memory_key, served_to) \
+     DO UPDATE SET n = memory_exposure_counts.n + excluded.n";
+
+/// The usage log's batch on SQLite's direct writer ([`insert_exposures`],
+/// [`add_exposure_counts`] and [`add_recalls`] in one write), a row per
+/// step of a prepared statement.
+pub(crate) fn write_usage_direct(
+    conn: &rusqlite::Connection,
+    served: &[Served],
+    seen: &[Seen<'_>],
+    recalls: &[Recall<'_>],
+) -> rusqlite::Result<usize> {
+    static EXPOSURE: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "INSERT INTO memory_exposures ({EXPOSURE_COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+        )
+    });
+    static COUNT: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "INSERT INTO memory_exposure_counts (org, namespace, agent, memory_key, served_to, n) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) {ADD_EXPOSURE_COUNT}"
+        )
+    });
+    static RECALL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE memories SET {} WHERE id = ?1 AND org = ?2 AND namespace = ?3 \
+             AND agent = ?4 AND memory_key = ?5",
+            add_recall("?6", "?7")
+        )
+    });
+    let mut insert = conn.prepare_cached(&EXPOSURE)?;
+    for s in served {
+        insert.execute(rusqlite::params![
+            s.org,
+            s.namespace,
+            s.agent,
+            s.memory_key,
+            s.version,
+            s.served_to,
+            s.subject,
+            s.op,
+            s.run_id,
+            s.request_id,
+            s.at_ms,
+        ])?;
+    }
+    let mut count = conn.prepare_cached(&COUNT)?;
+    for ((org, namespace, agent, key, served_to), n) in seen {
+        count.execute(rusqlite::params![org, namespace, agent, key, served_to, n])?;
+    }
+    let mut recall = conn.prepare_cached(&RECALL)?;
+    for (id, (org, namespace, agent, key), n, last_ms) in recalls {
+        recall.execute(rusqlite::params![
+            id, org, namespace, agent, key, n, last_ms
+        ])?;
+    }
+    Ok(served.len())
+}
+
 pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> OpResult<()> {
     let by_id = match Backend::of(conn) {
         Backend::Sqlite => "memories.id = v.id AND ",
@@ -732,11 +803,9 @@ pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> Op
         |values| {
             format!(
                 "WITH v (id, org, namespace, agent, memory_key, n, last_ms) AS (VALUES {values}) \
-                 UPDATE memories SET recall_count = recall_count + v.n, \
-                 last_recall_ms = CASE WHEN memories.last_recall_ms IS NULL OR memories.last_recall_ms < v.last_ms \
-                   THEN v.last_ms ELSE memories.last_recall_ms END \
-                 FROM v WHERE {by_id}memories.org = v.org AND memories.namespace = v.namespace \
-                 AND memories.agent = v.agent AND memories.memory_key = v.memory_key"
+                 UPDATE memories SET {} FROM v WHERE {by_id}memories.org = v.org AND memories.namespace = v.namespace \
+                 AND memories.agent = v.agent AND memories.memory_key = v.memory_key",
+                add_recall("v.n", "v.last_ms")
             )
         },
         |q, (id, (org, namespace, agent, key), count, last_ms)| {
@@ -766,8 +835,7 @@ pub async fn add_exposure_counts(conn: &mut AnyConnection, seen: &[Seen<'_>]) ->
         |values| {
             format!(
                 "INSERT INTO memory_exposure_counts (org, namespace, agent, memory_key, served_to, n) \
-                 VALUES {values} ON CONFLICT (org, namespace, agent, memory_key, served_to) \
-                 DO UPDATE SET n = memory_exposure_counts.n + excluded.n"
+                 VALUES {values} {ADD_EXPOSURE_COUNT}"
             )
         },
         |q, ((org, namespace, agent, key, served_to), n)| {

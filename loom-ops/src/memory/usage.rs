@@ -275,7 +275,7 @@ type RowAt = (i64, String, String, String, String);
 type SeenBy = (String, String, String, String, String);
 
 /// One row's held recalls.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct HeldRow {
     /// How many.
     n: i64,
@@ -301,9 +301,28 @@ struct Held {
 }
 
 /// One transaction's share of [`Held`].
+#[derive(Clone)]
 struct Slice {
     recalls: Vec<(RowAt, HeldRow)>,
     seen: Vec<(SeenBy, i64)>,
+}
+
+impl Slice {
+    /// The recall counts, as [`sql::add_recalls`] takes them.
+    fn recalls(&self) -> Vec<sql::Recall<'_>> {
+        self.recalls
+            .iter()
+            .map(|((id, o, n, a, k), row)| (*id, (&**o, &**n, &**a, &**k), row.n, row.last_ms))
+            .collect()
+    }
+
+    /// The exposure counts, as [`sql::add_exposure_counts`] takes them.
+    fn seen(&self) -> Vec<sql::Seen<'_>> {
+        self.seen
+            .iter()
+            .map(|((o, n, a, k, to), count)| ((&**o, &**n, &**a, &**k, &**to), *count))
+            .collect()
+    }
 }
 
 impl Held {
@@ -372,18 +391,17 @@ impl Sink {
         self.store.backend() == Backend::Sqlite
     }
 
-    /// Writes `rows`' exposures and `slice`'s sums in one transaction.
-    async fn write(&self, rows: &[Served], slice: &Slice) -> OpResult<()> {
-        let recalls: Vec<sql::Recall<'_>> = slice
-            .recalls
-            .iter()
-            .map(|((id, o, n, a, k), row)| (*id, (&**o, &**n, &**a, &**k), row.n, row.last_ms))
-            .collect();
-        let seen: Vec<sql::Seen<'_>> = slice
-            .seen
-            .iter()
-            .map(|((o, n, a, k, to), count)| ((&**o, &**n, &**a, &**k, &**to), *count))
-            .collect();
+    /// Writes `rows`' exposures and `slice`'s sums in one transaction: on
+    /// SQLite's direct writer where there is one.
+    async fn write(&self, rows: &Arc<[Served]>, slice: &Arc<Slice>) -> OpResult<()> {
+        let (batch, shared) = (rows.clone(), slice.clone());
+        let direct = self.store.write_direct(move |conn| {
+            sql::write_usage_direct(conn, &batch, &shared.seen(), &shared.recalls())
+        });
+        if let Some(done) = direct.await {
+            return done.map(drop);
+        }
+        let (recalls, seen) = (slice.recalls(), slice.seen());
         let mut tx = self.store.begin_write().await?;
         sql::insert_exposures(tx.conn(), rows).await?;
         sql::add_exposure_counts(tx.conn(), &seen).await?;
@@ -402,19 +420,21 @@ impl Sink {
 impl BatchSink<Served> for Sink {
     /// Writes the batch's exposure rows, and in the same transaction the
     /// next slice of what is held; gathers the batch's sums.
-    fn write_batch<'a>(&'a self, rows: &'a [Served]) -> BoxFuture<'a, Result<(), LoomError>> {
+    fn write_batch<'a>(&'a self, rows: &'a Arc<[Served]>) -> BoxFuture<'a, Result<(), LoomError>> {
         Box::pin(async move {
             // Only the writer task touches `held`, a batch at a time, and
             // never holds the lock across an await.
-            let slice = self.held().next_slice();
+            let slice = Arc::new(self.held().next_slice());
             let result = self.write(rows, &slice).await;
             match &result {
                 Ok(()) => {
                     self.held().gather(&self.queued, self.by_id(), rows);
                     self.settle(&slice);
                 }
-                // The batch is retried as it was; the slice waits for the next.
-                Err(_) => self.held().put_back(slice),
+                // The batch is retried as it was; the slice waits for the
+                // next. (The direct writer has let go of its share by now:
+                // the copy is never made in practice.)
+                Err(_) => self.held().put_back(Arc::unwrap_or_clone(slice)),
             }
             result
         })
@@ -432,11 +452,11 @@ impl BatchSink<Served> for Sink {
 
     fn write_held(&self) -> BoxFuture<'_, Result<(), LoomError>> {
         Box::pin(async move {
-            let all = self.held().take_all();
-            let result = self.write(&[], &all).await;
+            let all = Arc::new(self.held().take_all());
+            let result = self.write(&Arc::from([]), &all).await;
             match &result {
                 Ok(()) => self.settle(&all),
-                Err(_) => self.held().put_back(all),
+                Err(_) => self.held().put_back(Arc::unwrap_or_clone(all)),
             }
             result
         })

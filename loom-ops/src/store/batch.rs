@@ -58,8 +58,10 @@ pub type Ledger = BatchWriter<loom_core::AgentEvent>;
 
 /// Where a writer's rows go, a batch at a time.
 pub trait BatchSink<T>: Send + Sync + 'static {
-    /// Writes every row of the batch, or none.
-    fn write_batch<'a>(&'a self, rows: &'a [T]) -> BoxFuture<'a, Result<(), LoomError>>;
+    /// Writes every row of the batch, or none. The batch is shared, so a
+    /// sink may hand it to another thread (SQLite's direct writer) without
+    /// copying it.
+    fn write_batch<'a>(&'a self, rows: &'a Arc<[T]>) -> BoxFuture<'a, Result<(), LoomError>>;
 
     /// The batch failed its last try and is dropped (it was logged as lost).
     fn given_up(&self, _rows: &[T]) {}
@@ -147,17 +149,17 @@ async fn write<T: Sync + 'static>(what: &'static str, sink: &dyn BatchSink<T>, b
         return;
     }
     let started = std::time::Instant::now();
-    if retried(what, Some(batch.len()), || sink.write_batch(batch)).await {
+    let rows: Arc<[T]> = std::mem::take(batch).into();
+    if retried(what, Some(rows.len()), || sink.write_batch(&rows)).await {
         tracing::debug!(
             what,
-            rows = batch.len(),
+            rows = rows.len(),
             ms = started.elapsed().as_millis() as u64,
             "batch written"
         );
     } else {
-        sink.given_up(batch);
+        sink.given_up(&rows);
     }
-    batch.clear();
 }
 
 /// Writes what the sink holds; what still fails stays with it.
@@ -294,7 +296,7 @@ mod tests {
     }
 
     impl BatchSink<u32> for Keep {
-        fn write_batch<'a>(&'a self, rows: &'a [u32]) -> BoxFuture<'a, Result<(), LoomError>> {
+        fn write_batch<'a>(&'a self, rows: &'a Arc<[u32]>) -> BoxFuture<'a, Result<(), LoomError>> {
             Box::pin(async move {
                 let mut fail = self.fail.lock().unwrap();
                 if *fail > 0 {
@@ -336,7 +338,7 @@ mod tests {
     }
 
     impl BatchSink<u32> for Hold {
-        fn write_batch<'a>(&'a self, rows: &'a [u32]) -> BoxFuture<'a, Result<(), LoomError>> {
+        fn write_batch<'a>(&'a self, rows: &'a Arc<[u32]>) -> BoxFuture<'a, Result<(), LoomError>> {
             self.held.lock().unwrap().extend_from_slice(rows);
             Box::pin(async { Ok(()) })
         }

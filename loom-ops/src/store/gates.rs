@@ -2,6 +2,8 @@
 //! first-start org, revocations, grants, idempotency keys and the call
 //! ledger. Everything lives in the database so every replica shares it.
 
+use std::sync::Arc;
+
 use loom_core::{AgentEvent, BoxFuture, EventSink, LoomError, OpResult, Role};
 
 use super::{Store, db_error, now_ms};
@@ -264,21 +266,23 @@ impl Store {
     }
 
     /// Writes a batch of ledger rows in one transaction.
-    pub async fn insert_agent_events(&self, events: &[AgentEvent]) -> OpResult<()> {
+    pub async fn insert_agent_events(&self, events: &Arc<[AgentEvent]>) -> OpResult<()> {
         if events.is_empty() {
             return Ok(());
+        }
+        let batch = events.clone();
+        if let Some(done) = self
+            .write_direct(move |conn| insert_agent_events_direct(conn, &batch))
+            .await
+        {
+            return done.map(drop);
         }
         let mut tx = self.begin_write().await?;
         super::execute_chunked(
             tx.conn(),
             events,
             14,
-            |values| {
-                format!(
-                    "INSERT INTO agent_events (org, namespace, subject, agent, consumer, op, transport, \
-                     run_id, session_id, request_id, outcome, status, latency_ms, at_ms) VALUES {values}"
-                )
-            },
+            |values| format!("INSERT INTO agent_events ({AGENT_EVENT_COLUMNS}) VALUES {values}"),
             |q, e| {
                 q.bind(&e.org)
                     .bind(&e.namespace)
@@ -301,10 +305,48 @@ impl Store {
     }
 }
 
+/// An `agent_events` row's columns, as both writes of the ledger bind them.
+const AGENT_EVENT_COLUMNS: &str = "org, namespace, subject, agent, consumer, op, transport, \
+     run_id, session_id, request_id, outcome, status, latency_ms, at_ms";
+
+/// [`Store::insert_agent_events`] on SQLite's direct writer: a row per step
+/// of one prepared statement.
+fn insert_agent_events_direct(
+    conn: &rusqlite::Connection,
+    events: &[AgentEvent],
+) -> rusqlite::Result<usize> {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "INSERT INTO agent_events ({AGENT_EVENT_COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+        )
+    });
+    let mut insert = conn.prepare_cached(&SQL)?;
+    for e in events {
+        insert.execute(rusqlite::params![
+            e.org,
+            e.namespace,
+            e.subject,
+            e.agent,
+            e.consumer,
+            e.op,
+            e.transport.as_str(),
+            e.run_id,
+            e.session_id,
+            e.request_id,
+            e.outcome,
+            i64::from(e.status),
+            i64::try_from(e.latency_ms).unwrap_or(i64::MAX),
+            e.at_ms,
+        ])?;
+    }
+    Ok(events.len())
+}
+
 impl EventSink for Store {
     fn write_events<'a>(
         &'a self,
-        events: &'a [AgentEvent],
+        events: &'a Arc<[AgentEvent]>,
     ) -> BoxFuture<'a, Result<(), LoomError>> {
         Box::pin(self.insert_agent_events(events))
     }

@@ -100,6 +100,22 @@ impl Store {
         self.group.as_ref().and_then(|g| g.direct())
     }
 
+    /// Runs `work` on SQLite's direct writer as a write of its own (a
+    /// savepoint in the group it joins, undone alone if it fails) and waits
+    /// for its group's commit; answers what `work` did. `None`, with
+    /// nothing run, where there is no running direct writer (PostgreSQL,
+    /// SQLite in memory, a writer that stopped): write through
+    /// [`Store::begin_write`] instead. For writes that are many rows of
+    /// one statement (the batched bookkeeping): each row is a step of a
+    /// prepared statement on the writer's thread, with no hand-off between.
+    pub(crate) async fn write_direct(
+        &self,
+        work: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<usize> + Send + 'static,
+    ) -> Option<OpResult<usize>> {
+        let direct = self.direct().filter(|d| d.running())?;
+        Some(direct.run(work).await)
+    }
+
     /// Runs `step` (from [`one_step_sql`]) with `values`, its write's
     /// parameters, as the call's whole write and waits for its commit,
     /// binding the audit row's parameters: the audit row (outcome `ok`) is

@@ -19,7 +19,10 @@ pub fn start(sink: Arc<dyn EventSink>) -> Ledger {
 struct Events(Arc<dyn EventSink>);
 
 impl BatchSink<AgentEvent> for Events {
-    fn write_batch<'a>(&'a self, rows: &'a [AgentEvent]) -> BoxFuture<'a, Result<(), LoomError>> {
+    fn write_batch<'a>(
+        &'a self,
+        rows: &'a Arc<[AgentEvent]>,
+    ) -> BoxFuture<'a, Result<(), LoomError>> {
         self.0.write_events(rows)
     }
 }
