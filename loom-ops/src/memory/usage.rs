@@ -31,7 +31,7 @@ use std::time::Duration;
 use loom_core::{BoxFuture, LoomError, OpCx, OpResult};
 
 use super::store as sql;
-use crate::store::fold::{Fold, Sum};
+use crate::store::fold::{Fold, SLICE, Sum};
 use crate::store::{Backend, BatchSink, BatchWriter, Store};
 
 /// One serving of one memory version.
@@ -307,7 +307,26 @@ struct Slice {
     seen: Vec<(SeenBy, i64)>,
 }
 
+/// The first `n` items of `v` (all when fewer), taken out of it.
+fn split_off_front<T>(v: &mut Vec<T>, n: usize) -> Vec<T> {
+    let rest = v.split_off(n.min(v.len()));
+    std::mem::replace(v, rest)
+}
+
 impl Slice {
+    fn is_empty(&self) -> bool {
+        self.recalls.is_empty() && self.seen.is_empty()
+    }
+
+    /// The first `n` recall counts and the first `n` exposure counts, taken
+    /// out of this slice.
+    fn split_off_front(&mut self, n: usize) -> Slice {
+        Slice {
+            recalls: split_off_front(&mut self.recalls, n),
+            seen: split_off_front(&mut self.seen, n),
+        }
+    }
+
     /// The recall counts, as [`sql::add_recalls`] takes them.
     fn recalls(&self) -> Vec<sql::Recall<'_>> {
         self.recalls
@@ -450,15 +469,26 @@ impl BatchSink<Served> for Sink {
         self.held().wait()
     }
 
+    /// Writes everything held, a slice per transaction: a get load leaves
+    /// up to two seconds of counts held (~60,000 rows), and written at once
+    /// they held SQLite's one writer ~0.5 s while every write queued behind
+    /// them (memory.set's p99 right after a get load: 148-225 ms, against
+    /// 54-66 ms).
     fn write_held(&self) -> BoxFuture<'_, Result<(), LoomError>> {
         Box::pin(async move {
-            let all = Arc::new(self.held().take_all());
-            let result = self.write(&Arc::from([]), &all).await;
-            match &result {
-                Ok(()) => self.settle(&all),
-                Err(_) => self.held().put_back(Arc::unwrap_or_clone(all)),
+            let mut rest = self.held().take_all();
+            let none: Arc<[Served]> = Arc::from([]);
+            while !rest.is_empty() {
+                let slice = Arc::new(rest.split_off_front(SLICE));
+                if let Err(e) = self.write(&none, &slice).await {
+                    let mut held = self.held();
+                    held.put_back(Arc::unwrap_or_clone(slice));
+                    held.put_back(rest);
+                    return Err(e);
+                }
+                self.settle(&slice);
             }
-            result
+            Ok(())
         })
     }
 }
@@ -466,7 +496,6 @@ impl BatchSink<Served> for Sink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::fold::SLICE;
 
     fn recall(queued: &QueuedRecalls, held: &mut Held, id: i64, at_ms: i64) {
         let s = Served {
@@ -541,6 +570,26 @@ mod tests {
         assert_eq!((ids(&last), keys(&last)), (vec![1], vec![("k1", 1)]));
         assert!(held.next_slice().recalls.is_empty());
         assert_eq!(held.wait(), None, "nothing held");
+    }
+
+    #[test]
+    fn everything_held_splits_into_slices_in_row_order() {
+        let queued = QueuedRecalls::default();
+        let mut held = Held::default();
+        let n = 2 * SLICE as i64 + 3;
+        for id in (1..=n).rev() {
+            recall(&queued, &mut held, id, 10);
+        }
+        let mut rest = held.take_all();
+        let first = rest.split_off_front(SLICE);
+        assert_eq!(ids(&first), (1..=SLICE as i64).collect::<Vec<_>>());
+        assert_eq!(first.seen.len(), SLICE);
+        let second = rest.split_off_front(SLICE);
+        assert_eq!(ids(&second)[0], SLICE as i64 + 1);
+        let last = rest.split_off_front(SLICE);
+        assert_eq!((last.recalls.len(), last.seen.len()), (3, 3));
+        assert_eq!(*ids(&last).last().unwrap(), n);
+        assert!(rest.is_empty() && !last.is_empty());
     }
 
     #[test]
