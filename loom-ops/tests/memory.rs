@@ -27,9 +27,9 @@ async fn versions(h: &Harness, key: &str) -> i64 {
     n
 }
 
-/// The run `memory.get` answers, per (row's run, its current version's run)
-/// of key `k`.
-async fn runs_of(h: &Harness) -> (Value, Option<String>, Option<String>) {
+/// Asserts that `memory.get` of key `k` answers `run` (the field left out
+/// without one), and that the row and its current version both hold it.
+async fn expect_run(h: &Harness, run: Option<&str>) {
     let got = h
         .call("memory.get", json!({"memory_key": "k"}))
         .await
@@ -42,41 +42,35 @@ async fn runs_of(h: &Harness) -> (Value, Option<String>, Option<String>) {
     .fetch_one(h.store().reader())
     .await
     .unwrap();
-    (got["run_id"].clone(), row, version)
+    let n = h.name();
+    assert_eq!(got.get("run_id").and_then(Value::as_str), run, "{n}");
+    assert_eq!((row.as_deref(), version.as_deref()), (run, run), "{n}");
 }
 
 #[tokio::test]
 async fn get_answers_the_run_of_the_current_version() {
     for h in common::all().await {
         let n = h.name();
-        let set = json!({"memory_key": "k", "content": "one"});
-        h.call_in(AGENT, Some("run-a"), "memory.set", set)
+        for (run, op, content) in [
+            ("run-a", "memory.set", "one"),
+            ("run-b", "memory.update", "two"),
+        ] {
+            h.call_in(
+                AGENT,
+                Some(run),
+                op,
+                json!({"memory_key": "k", "content": content}),
+            )
             .await
             .unwrap();
-        let run_a = Some("run-a".to_owned());
-        assert_eq!(
-            runs_of(&h).await,
-            (json!("run-a"), run_a.clone(), run_a),
-            "{n}"
-        );
-
-        let update = json!({"memory_key": "k", "content": "two"});
-        h.call_in(AGENT, Some("run-b"), "memory.update", update)
-            .await
-            .unwrap();
-        let run_b = Some("run-b".to_owned());
-        assert_eq!(
-            runs_of(&h).await,
-            (json!("run-b"), run_b.clone(), run_b),
-            "{n}"
-        );
-
+            expect_run(&h, Some(run)).await;
+        }
         // A change outside any run: the version has none, and neither has
-        // the answer (the field is left out).
+        // the answer.
         h.call_in(AGENT, None, "memory.pin", json!({"memory_key": "k"}))
             .await
             .unwrap();
-        assert_eq!(runs_of(&h).await, (Value::Null, None, None), "{n}");
+        expect_run(&h, None).await;
 
         // Each version keeps the run of its own change.
         let page = h
@@ -109,26 +103,20 @@ async fn the_run_migration_copies_the_current_versions_run_onto_the_row() {
     let backfill = &MIGRATION[MIGRATION.find("UPDATE").unwrap()..];
     for h in common::all().await {
         let n = h.name();
-        let set = json!({"memory_key": "k", "content": "one"});
-        h.call_in(AGENT, Some("run-a"), "memory.set", set)
+        for (run, key, content) in [
+            ("run-a", "k", "one"),
+            ("run-b", "k", "two"),
+            ("run-c", "other", "x"),
+        ] {
+            h.call_in(
+                AGENT,
+                Some(run),
+                "memory.set",
+                json!({"memory_key": key, "content": content}),
+            )
             .await
             .unwrap();
-        h.call_in(
-            AGENT,
-            Some("run-b"),
-            "memory.set",
-            json!({"memory_key": "k", "content": "two"}),
-        )
-        .await
-        .unwrap();
-        h.call_in(
-            AGENT,
-            Some("run-c"),
-            "memory.set",
-            json!({"memory_key": "other", "content": "x"}),
-        )
-        .await
-        .unwrap();
+        }
         // As a store written before the column was there.
         sqlx::query("UPDATE memories SET run_id = NULL")
             .execute(h.store().writer())
@@ -138,12 +126,7 @@ async fn the_run_migration_copies_the_current_versions_run_onto_the_row() {
             .execute(h.store().writer())
             .await
             .unwrap();
-        let run_b = Some("run-b".to_owned());
-        assert_eq!(
-            runs_of(&h).await,
-            (json!("run-b"), run_b.clone(), run_b),
-            "{n}"
-        );
+        expect_run(&h, Some("run-b")).await;
         let (other,): (Option<String>,) =
             sqlx::query_as("SELECT run_id FROM memories WHERE memory_key = 'other'")
                 .fetch_one(h.store().reader())
