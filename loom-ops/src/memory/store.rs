@@ -705,16 +705,6 @@ pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> Op
 /// One row's recalls: its `id`, its coordinates, how many, the latest.
 pub type Recall<'a> = (i64, (&'a str, &'a str, &'a str, &'a str), i64, i64);
 
-/// Adds each row's recalls to its `recall_count` and moves its
-/// `last_recall_ms` forward, a statement per chunk of rows. One `UPDATE`
-/// per row made a batch hundreds of round trips long, and the task driving
-/// them took turns on the runtime's threads with the calls being served: on
-/// 2 cores that alone made the p99 of memory.get five times its p50.
-///
-/// SQLite finds each row by its `id` (its rowid: one descent of the table,
-/// not one of an index of four text columns and then the table), the
-/// coordinates guarding against an id reused by a row deleted and written
-/// again since; PostgreSQL does not index `id` and finds rows by key.
 /// A `memory_exposures` row's columns, as both writes of the usage log
 /// bind them.
 const EXPOSURE_COLUMNS: &str = "org, namespace, agent, memory_key, version, served_to, subject, op, \
@@ -791,6 +781,16 @@ pub(crate) fn write_usage_direct(
     Ok(served.len())
 }
 
+/// Adds each row's recalls to its `recall_count` and moves its
+/// `last_recall_ms` forward, a statement per chunk of rows. One `UPDATE`
+/// per row made a batch hundreds of round trips long, and the task driving
+/// them took turns on the runtime's threads with the calls being served: on
+/// 2 cores that alone made the p99 of memory.get five times its p50.
+///
+/// SQLite finds each row by its `id` (its rowid: one descent of the table,
+/// not one of an index of four text columns and then the table), the
+/// coordinates guarding against an id reused by a row deleted and written
+/// again since; PostgreSQL does not index `id` and finds rows by key.
 pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> OpResult<()> {
     let by_id = match Backend::of(conn) {
         Backend::Sqlite => "memories.id = v.id AND ",

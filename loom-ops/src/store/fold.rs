@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// the order of the rows' ids, where they lie in the table on SQLite, each
 /// page is written about once a second however many of its rows were
 /// recalled. The same holds for the exposure counts, in key order.
-pub const FOLD: Duration = Duration::from_secs(5);
+pub const FOLD: Duration = Duration::from_secs(1);
 
 /// The most gathered rows written with one batch of exposures, of each
 /// kind: the gathered rows go out in slices of neighbouring rows, one per
