@@ -14,11 +14,12 @@
 //! answers them: no call is answered before the commit that holds its
 //! write. Writes that arrive during a commit form the next group.
 //!
-//! The bookkeeping batches gain most: a batch is thousands of rows of a few
-//! statements, which through sqlx were each bound into sqlx's own values on
-//! the runtime and run on the connection's worker thread; here a row is one
-//! step of a cached statement. Under memory.get's full load the server's
-//! CPU per call fell ~8% (~49 to ~45 µs).
+//! A bookkeeping batch is thousands of rows of a few statements, which
+//! through sqlx were each bound into sqlx's own values on the runtime and
+//! run on the connection's worker thread; here a row is one step of a
+//! cached statement, and the batch commits with the group it joins. Under
+//! memory.get's full load that took the bookkeeping from ~21% to ~18% of
+//! the server's samples in `perf` (bench/RESULTS.md).
 //!
 //! Sharing the file with sqlx's writer: the thread takes the group's lock
 //! ([`super::group`]) for each of its groups and commits the group open
