@@ -71,24 +71,34 @@ wait_ready() {
 declare -a rows=()
 ceiling_rps=""
 
-# drive LABEL WORKLOAD PORT: one wrk run; appends a row.
+# cpu_ticks PID: the process's user and system time so far, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# drive LABEL WORKLOAD PORT PID: one wrk run against the server PID; appends
+# a row, with the server's CPU time per call (user and system, over the
+# calls wrk counted): its own work per call, whatever share of the cores
+# wrk or other tenants of the host took.
 drive() {
-  local label="$1" workload="$2" port="$3" out
+  local label="$1" workload="$2" port="$3" pid="$4" out before
+  before="$(cpu_ticks "$pid")"
   out="$(BENCH_WORKLOAD="$workload" wrk -t"$threads" -c"$conns" -d"$duration" --timeout 10s \
     -s bench/wrk.lua "http://127.0.0.1:$port" 2>"$work/wrk.err" | grep '^RESULT' || true)"
   if [ -s "$work/wrk.err" ]; then sed 's/^/    /' "$work/wrk.err" >&2; fi
   read -r _ rps p50 p99 max errs reqs <<<"$out"
+  local cpu
+  cpu="$(awk -v t="$(( $(cpu_ticks "$pid") - before ))" -v hz="$(getconf CLK_TCK)" -v n="$reqs" \
+    'BEGIN { if (n > 0) printf "%.1f", t / hz * 1e6 / n; else print "-" }')"
   local ratio="1.00"
   if [ "$workload" = ceiling ]; then ceiling_rps="$rps"; else
     ratio="$(awk -v a="$rps" -v b="$ceiling_rps" 'BEGIN { printf "%.2f", a / b }')"
   fi
-  local row="| $label | $rps | $p50 | $p99 | $max | $errs / $reqs | $ratio |"
+  local row="| $label | $rps | $p50 | $p99 | $max | $errs / $reqs | $ratio | $cpu |"
   echo "$row"
   rows+=("$row")
 }
 
-header="| workload | requests/s | p50 ms | p99 ms | max ms | errors / requests | × ceiling |
-| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+header="| workload | requests/s | p50 ms | p99 ms | max ms | errors / requests | × ceiling | server CPU µs/call |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
 # One token for every server: the same LOOM_JWT_SECRET signs and checks it.
 LOOM_DATABASE_URL="sqlite://$work/loom.db" "$loom" migrate >/dev/null
@@ -99,7 +109,7 @@ echo "== ceiling"
 LOOM_PORT=18990 "$ceiling" & pids+=($!)
 wait_ready "http://127.0.0.1:18990/readyz"
 echo "$header"
-drive "ceiling (tools/call, bearer, fixed answer)" ceiling 18990
+drive "ceiling (tools/call, bearer, fixed answer)" ceiling 18990 "${pids[-1]}"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 
 declare -a servers=()
@@ -123,10 +133,10 @@ bench_store() {
   echo "   start to ready ${ready} ms, idle RSS $(( idle / 1024 )) MB"
   for w in $workloads; do
     case "$w" in
-      get) drive "$name: MCP loom_memory_get" get 18991 ;;
-      set) drive "$name: MCP loom_memory_set" set 18991 ;;
-      search) drive "$name: MCP loom_search" search 18991 ;;
-      http) drive "$name: POST /v1/memory.get" http 18991 ;;
+      get) drive "$name: MCP loom_memory_get" get 18991 "$pid" ;;
+      set) drive "$name: MCP loom_memory_set" set 18991 "$pid" ;;
+      search) drive "$name: MCP loom_search" search 18991 "$pid" ;;
+      http) drive "$name: POST /v1/memory.get" http 18991 "$pid" ;;
       *) echo "unknown workload $w (get, set, search, http)" >&2; exit 2 ;;
     esac
   done
