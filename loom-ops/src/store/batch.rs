@@ -149,7 +149,8 @@ async fn write<T: Sync + 'static>(what: &'static str, sink: &dyn BatchSink<T>, b
         return;
     }
     let started = std::time::Instant::now();
-    let rows: Arc<[T]> = std::mem::take(batch).into();
+    // Moved out, not copied; the batch keeps its capacity for the next.
+    let rows: Arc<[T]> = batch.drain(..).collect();
     if retried(what, Some(rows.len()), || sink.write_batch(&rows)).await {
         tracing::debug!(
             what,

@@ -92,12 +92,16 @@ impl Store {
     /// ([`Store::write_in_one_step`]): SQLite on a file, whose one-step
     /// writes run back to back on the direct writer ([`super::direct`]).
     pub(crate) fn writes_in_one_step(&self) -> bool {
-        self.direct().is_some_and(Direct::running)
+        self.direct().is_some()
     }
 
-    /// SQLite's direct writer, where there is one.
+    /// SQLite's direct writer, where there is one and it still takes writes
+    /// (a stopped one sends them the sqlx way).
     fn direct(&self) -> Option<&Direct> {
-        self.group.as_ref().and_then(|g| g.direct())
+        self.group
+            .as_ref()
+            .and_then(|g| g.direct())
+            .filter(|d| d.running())
     }
 
     /// Runs `work` on SQLite's direct writer as a write of its own (a
@@ -112,7 +116,7 @@ impl Store {
         &self,
         work: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<usize> + Send + 'static,
     ) -> Option<OpResult<usize>> {
-        let direct = self.direct().filter(|d| d.running())?;
+        let direct = self.direct()?;
         Some(direct.run(work).await)
     }
 
