@@ -22,17 +22,14 @@
 # at a time instead of hundreds: its share is larger here than under load.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. bench/lib.sh
 
 calls="${INSTR_CALLS:-500}"
 memories="${BENCH_MEMORIES:-100000}"
 workloads="${BENCH_WORKLOADS:-get http set}"
 port="${INSTR_PORT:-18992}"
 
-if ! command -v valgrind >/dev/null || ! command -v callgrind_control >/dev/null; then
-  echo "== installing valgrind (Debian)"
-  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-  $sudo apt-get install -y valgrind >/dev/null
-fi
+need callgrind_control valgrind
 
 loom="${INSTR_LOOM:-}"
 if [ -z "$loom" ]; then
@@ -49,12 +46,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export LOOM_JWT_SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-for limit in READ WRITE HEAVY ORG_READ ORG_WRITE ORG_HEAVY; do
-  export "LOOM_RATE_LIMIT_${limit}_PER_MIN=100000000"
-done
-export LOOM_LOG=warn LOOM_PORT="$port" LOOM_DATABASE_URL="sqlite://$work/loom.db"
-export BENCH_WORDS="$PWD/bench/words.txt" BENCH_KEYS="$memories"
+bench_env "$memories"
+export LOOM_PORT="$port" LOOM_DATABASE_URL="sqlite://$work/loom.db"
 
 echo "== migrate and pre-fill $memories memories"
 "$loom" migrate >/dev/null
@@ -67,12 +60,7 @@ export BENCH_TOKEN
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgrind.out" \
   "$loom" serve >"$work/serve.log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do
-  curl -fs -o /dev/null "http://127.0.0.1:$port/readyz" 2>/dev/null && break
-  kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
-  sleep 0.1
-done
-curl -fs -o /dev/null "http://127.0.0.1:$port/readyz" || { echo "not ready under valgrind" >&2; exit 1; }
+wait_ready "http://127.0.0.1:$port/readyz" 60 "$pid" || { cat "$work/serve.log" >&2; exit 1; }
 
 echo "| workload | calls | instructions per call |"
 echo "| --- | ---: | ---: |"

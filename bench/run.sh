@@ -15,6 +15,7 @@
 # run need not overwrite the full table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. bench/lib.sh
 
 duration="${BENCH_DURATION:-20s}"
 conns="${BENCH_CONNECTIONS:-32}"
@@ -23,11 +24,7 @@ workloads="${BENCH_WORKLOADS:-get set search http}"
 threads="$(nproc)"
 results="${BENCH_RESULTS:-bench/RESULTS.md}"
 
-if ! command -v wrk >/dev/null; then
-  echo "== installing wrk (Debian)"
-  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-  $sudo apt-get install -y wrk >/dev/null
-fi
+need wrk wrk
 
 echo "== cargo build --release (loom, loom-ceiling)"
 cargo build --release --quiet --bin loom --bin loom-ceiling
@@ -45,28 +42,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export LOOM_JWT_SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-export LOOM_RATE_LIMIT_READ_PER_MIN=100000000
-export LOOM_RATE_LIMIT_WRITE_PER_MIN=100000000
-export LOOM_RATE_LIMIT_HEAVY_PER_MIN=100000000
-export LOOM_RATE_LIMIT_ORG_READ_PER_MIN=100000000
-export LOOM_RATE_LIMIT_ORG_WRITE_PER_MIN=100000000
-export LOOM_RATE_LIMIT_ORG_HEAVY_PER_MIN=100000000
-export LOOM_LOG=warn
-export BENCH_WORDS="$PWD/bench/words.txt" BENCH_KEYS="$memories"
+bench_env "$memories"
 
 now_ms() { date +%s%3N; }
 rss_kb() { awk -v f="$2" '$1 == f":" {print $2}' "/proc/$1/status"; }
-
-# wait_ready URL: polls until it answers 200.
-wait_ready() {
-  for _ in $(seq 2000); do
-    curl -fs -o /dev/null "$1" 2>/dev/null && return 0
-    sleep 0.005
-  done
-  echo "not ready: $1" >&2
-  return 1
-}
 
 declare -a rows=()
 ceiling_rps=""
@@ -107,7 +86,7 @@ export BENCH_TOKEN
 
 echo "== ceiling"
 LOOM_PORT=18990 "$ceiling" & pids+=($!)
-wait_ready "http://127.0.0.1:18990/readyz"
+wait_ready "http://127.0.0.1:18990/readyz" 10 "${pids[-1]}"
 echo "$header"
 drive "ceiling (tools/call, bearer, fixed answer)" ceiling 18990 "${pids[-1]}"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
@@ -126,7 +105,7 @@ bench_store() {
   # Start to ready on the existing store (migrations already applied).
   t0="$(now_ms)"
   "$loom" serve 2>"$work/$name.log" & local pid=$!; pids+=("$pid")
-  wait_ready "http://127.0.0.1:18991/readyz"
+  wait_ready "http://127.0.0.1:18991/readyz" 10 "$pid"
   local ready=$(( $(now_ms) - t0 ))
   sleep 2
   local idle; idle="$(rss_kb "$pid" VmRSS)"

@@ -1,0 +1,35 @@
+# What bench/run.sh and bench/instructions.sh share; sourced, not run.
+
+# need COMMAND PACKAGE: installs Debian's PACKAGE when COMMAND is missing.
+need() {
+  command -v "$1" >/dev/null && return 0
+  echo "== installing $2 (Debian)"
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get install -y "$2" >/dev/null
+}
+
+# bench_env KEYS: the servers' settings for a run (a fresh signing secret,
+# every rate limit raised so none refuses the load, quiet logs) and what
+# the load's scripts read (the words, KEYS pre-filled keys).
+bench_env() {
+  LOOM_JWT_SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  export LOOM_JWT_SECRET LOOM_LOG=warn
+  local limit
+  for limit in READ WRITE HEAVY ORG_READ ORG_WRITE ORG_HEAVY; do
+    export "LOOM_RATE_LIMIT_${limit}_PER_MIN=100000000"
+  done
+  export BENCH_WORDS="$PWD/bench/words.txt" BENCH_KEYS="$1"
+}
+
+# wait_ready URL SECONDS [PID]: polls URL every 5 ms until it answers 200;
+# fails after SECONDS, or as soon as the server PID has exited.
+wait_ready() {
+  local tries=$(( $2 * 200 ))
+  for _ in $(seq "$tries"); do
+    curl -fs -o /dev/null "$1" 2>/dev/null && return 0
+    if [ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null; then break; fi
+    sleep 0.005
+  done
+  echo "not ready: $1" >&2
+  return 1
+}
