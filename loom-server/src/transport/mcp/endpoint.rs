@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use loom_core::{Caller, ErrorCode, Listing, LoomError, Profile, RateClass, RateKey};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::config::AuthMode;
@@ -142,6 +143,41 @@ fn rpc_error_response(
     (
         status,
         axum::Json(jsonrpc::error_response(id, code, message, data)),
+    )
+        .into_response()
+}
+
+/// The body for the answers, each JSON text already: the one answer, or
+/// the batch's as an array.
+fn batch_text(mut answers: Vec<Box<RawValue>>, batch: bool) -> String {
+    if !batch
+        && answers.len() == 1
+        && let Some(answer) = answers.pop()
+    {
+        return Box::<str>::from(answer).into_string();
+    }
+    let mut text =
+        String::with_capacity(answers.iter().map(|a| a.get().len() + 1).sum::<usize>() + 1);
+    text.push('[');
+    for (i, answer) in answers.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(answer.get());
+    }
+    text.push(']');
+    text
+}
+
+/// A 200 with a JSON body written already.
+fn json_text(text: String) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        text,
     )
         .into_response()
 }
@@ -360,14 +396,8 @@ async fn post_mcp(
     }
     let mut response = if answers.is_empty() {
         StatusCode::ACCEPTED.into_response()
-    } else if batch {
-        (StatusCode::OK, axum::Json(Value::Array(answers))).into_response()
     } else {
-        (
-            StatusCode::OK,
-            axum::Json(answers.pop().unwrap_or(Value::Null)),
-        )
-            .into_response()
+        json_text(batch_text(answers, batch))
     };
     if let Some(id) = conn
         .session_id

@@ -4,6 +4,8 @@
 //! request id is unknown omits `id`, since the 2025-11-25 schema has no null
 //! id and the conformance suite validates every message against it.
 
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 /// The largest batch Loom runs.
@@ -52,6 +54,51 @@ impl Id {
             Id::Num(n) => Value::Number(n.clone()),
         }
     }
+}
+
+impl Serialize for Id {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Id::Str(id) => s.serialize_str(id),
+            Id::Num(id) => id.serialize(s),
+        }
+    }
+}
+
+/// A method's result, as its response carries it.
+#[derive(Debug)]
+pub enum Reply {
+    /// A JSON value.
+    Value(Value),
+    /// JSON text written already: a tool result, whose text block and
+    /// `structuredContent` come from one serialization
+    /// ([`super::outcome::tool_result`]), copied into the response as is.
+    Json(Box<RawValue>),
+}
+
+impl From<Value> for Reply {
+    fn from(value: Value) -> Self {
+        Reply::Value(value)
+    }
+}
+
+impl Serialize for Reply {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Reply::Value(value) => value.serialize(s),
+            Reply::Json(text) => text.serialize(s),
+        }
+    }
+}
+
+/// `value` as JSON text. What Loom answers with (values, JSON text and
+/// structs of them with string keys) always serializes; were it not to,
+/// the answer would be `null`, logged.
+pub fn text(value: &impl Serialize) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_else(|e| {
+        tracing::error!(cause = %e, "an answer did not serialize");
+        Box::<RawValue>::default()
+    })
 }
 
 /// One incoming message.
@@ -195,9 +242,20 @@ fn message(v: &Value) -> Message {
     }
 }
 
-/// A successful response.
-pub fn result_response(id: &Id, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+/// A successful response, as the text sent: written once, the result
+/// included (no JSON value is built for the envelope).
+pub fn result_response(id: &Id, result: &Reply) -> Box<RawValue> {
+    #[derive(Serialize)]
+    struct Response<'a> {
+        jsonrpc: &'static str,
+        id: &'a Id,
+        result: &'a Reply,
+    }
+    text(&Response {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
 }
 
 /// An error response; `id` omitted when unknown.

@@ -1,9 +1,10 @@
 //! The MCP methods Loom serves, one message at a time.
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::endpoint::{Connection, Mcp};
-use super::jsonrpc::{self, Id, Message, code};
+use super::jsonrpc::{self, Id, Message, Reply, code};
 use super::listing::LIST_TTL_MS;
 use super::primer::{self, Workspace};
 use super::protocol::{self, Revision};
@@ -15,36 +16,40 @@ use crate::pipeline::identity::{ANONYMOUS, DEFAULT_NAMESPACE, DEFAULT_ORG};
 const PROMPT: &str = "loom";
 const PRIMER_URI: &str = "loom://primer";
 
-/// Answers one message; `None` for notifications and client responses.
+/// Answers one message, as the JSON text sent; `None` for notifications
+/// and client responses.
 pub async fn handle(
     mcp: &Mcp,
     conn: &mut Connection,
     message: Message,
     in_batch: bool,
-) -> Option<Value> {
+) -> Option<Box<RawValue>> {
     match message {
         Message::Notification { .. } | Message::Response => None,
-        Message::Invalid { id, reason } => Some(jsonrpc::error_response(
+        Message::Invalid { id, reason } => Some(jsonrpc::text(&jsonrpc::error_response(
             id.as_ref(),
             code::INVALID_REQUEST,
             &format!("invalid request: {reason}"),
             None,
-        )),
+        ))),
         Message::Request { id, method, params } => Some(
             match request(mcp, conn, &id, &method, params, in_batch).await {
-                Ok(result) => jsonrpc::result_response(&id, result),
+                Ok(result) => jsonrpc::result_response(&id, &result),
                 Err((code, message, data)) => {
-                    jsonrpc::error_response(Some(&id), code, &message, data)
+                    jsonrpc::text(&jsonrpc::error_response(Some(&id), code, &message, data))
                 }
             },
         ),
     }
 }
 
-/// A method's answer: a result, or a JSON-RPC error (code, message, data).
-pub type RpcResult = Result<Value, (i64, String, Option<Value>)>;
+/// A JSON-RPC error: code, message, data.
+pub type RpcError = (i64, String, Option<Value>);
 
-fn invalid_params(message: impl Into<String>) -> (i64, String, Option<Value>) {
+/// A method's answer: a result, or a JSON-RPC error.
+pub type RpcResult = Result<Reply, RpcError>;
+
+fn invalid_params(message: impl Into<String>) -> RpcError {
     (code::INVALID_PARAMS, message.into(), None)
 }
 
@@ -56,6 +61,22 @@ async fn request(
     params: Value,
     in_batch: bool,
 ) -> RpcResult {
+    match method {
+        "tools/call" => tools::call(mcp, conn, id, params).await,
+        _ => other_request(mcp, conn, method, params, in_batch)
+            .await
+            .map(Reply::from),
+    }
+}
+
+/// Every method but `tools/call`: its result is a JSON value.
+async fn other_request(
+    mcp: &Mcp,
+    conn: &mut Connection,
+    method: &str,
+    params: Value,
+    in_batch: bool,
+) -> Result<Value, RpcError> {
     match method {
         "initialize" if in_batch => Err((
             code::INVALID_REQUEST,
@@ -71,7 +92,6 @@ async fn request(
                 .tools_list(&conn.listing, conn.profile, conn.revision))
             .clone())
         }
-        "tools/call" => tools::call(mcp, conn, id, params).await,
         "prompts/list" => {
             no_cursor(&params)?;
             Ok(json!({
@@ -143,7 +163,7 @@ async fn request(
 }
 
 /// Loom does not paginate: every list fits one page, so any cursor is one it never issued.
-fn no_cursor(params: &Value) -> Result<(), (i64, String, Option<Value>)> {
+fn no_cursor(params: &Value) -> Result<(), RpcError> {
     match params.get("cursor") {
         None | Some(Value::Null) => Ok(()),
         Some(_) => Err(invalid_params("invalid cursor: this list has one page")),

@@ -4,9 +4,11 @@
 //! results and only faults are errors.
 
 use loom_core::{ErrorCode, LoomError};
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::jsonrpc::code;
+use super::jsonrpc::{Reply, code, text};
 use super::protocol::Revision;
 
 /// Faults Loom names: their code and message are stated in the JSON-RPC error.
@@ -20,17 +22,43 @@ const NAMED_FAULTS: &[&str] = &[
 
 /// A successful tool result. `structured` is what `structuredContent` and
 /// `content[0].text` carry; `summary` adds a second text block.
-pub fn tool_result(structured: Value, summary: Option<String>, revision: Revision) -> Value {
-    let text = serde_json::to_string(&structured).unwrap_or_default();
-    let mut content = vec![json!({"type": "text", "text": text})];
-    if let Some(summary) = summary {
-        content.push(json!({"type": "text", "text": summary}));
+///
+/// `structured` is serialized once: the text block is that JSON text, and
+/// `structuredContent` is the same text, copied into the answer as is.
+/// Built as a JSON value, it was serialized twice (for the text, then in
+/// the response) and its envelope was a map of its own.
+pub fn tool_result(structured: Value, summary: Option<String>, revision: Revision) -> Reply {
+    #[derive(Serialize)]
+    struct Text<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        text: &'a str,
     }
-    let mut result = json!({"content": content, "isError": false});
-    if revision.has_structured_output() {
-        result["structuredContent"] = structured;
+    #[derive(Serialize)]
+    struct ToolResult<'a> {
+        content: Vec<Text<'a>>,
+        #[serde(rename = "isError")]
+        is_error: bool,
+        #[serde(rename = "structuredContent", skip_serializing_if = "Option::is_none")]
+        structured: Option<&'a RawValue>,
     }
-    result
+    let json = text(&structured);
+    drop(structured);
+    let mut content = vec![Text {
+        kind: "text",
+        text: json.get(),
+    }];
+    if let Some(summary) = &summary {
+        content.push(Text {
+            kind: "text",
+            text: summary,
+        });
+    }
+    Reply::Json(text(&ToolResult {
+        content,
+        is_error: false,
+        structured: revision.has_structured_output().then_some(&*json),
+    }))
 }
 
 /// Whether an error is a refusal (a tool result) rather than a fault (a JSON-RPC error).
@@ -144,15 +172,30 @@ mod tests {
         assert_eq!(data["request_id"], "req-2");
     }
 
+    fn as_value(reply: Reply) -> Value {
+        serde_json::to_value(&reply).unwrap()
+    }
+
     #[test]
     fn results_carry_text_and_structured_content() {
-        let r = tool_result(
-            json!({"a": 1}),
+        let structured = json!({"a": 1, "s": "say \"hi\"\n", "n": [1.5, null, {"z": true}]});
+        let r = as_value(tool_result(
+            structured.clone(),
             Some("one hit".into()),
             Revision::V2025_06_18,
-        );
-        assert_eq!(r["content"][0]["text"], "{\"a\":1}");
+        ));
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), structured);
         assert_eq!(r["content"][1]["text"], "one hit");
-        assert_eq!(r["structuredContent"]["a"], 1);
+        assert_eq!(r["structuredContent"], structured);
+        assert_eq!(r["isError"], false);
+    }
+
+    #[test]
+    fn results_before_2025_06_18_have_no_structured_content() {
+        let r = as_value(tool_result(json!({"a": 1}), None, Revision::V2025_03_26));
+        assert_eq!(r["content"][0]["text"], "{\"a\":1}");
+        assert_eq!(r["content"].as_array().map(Vec::len), Some(1));
+        assert!(r.get("structuredContent").is_none());
     }
 }

@@ -7,7 +7,7 @@ use loom_core::{ErrorCode, Listing, LoomError, Op, Transport, lean::lean};
 use serde_json::{Map, Value, json};
 
 use super::endpoint::{Connection, Mcp};
-use super::jsonrpc::{Id, code};
+use super::jsonrpc::{Id, Reply, code};
 use super::listing::{LOOM_ACTIVATE, LOOM_OP, LOOM_SEARCH, SEARCH_OP, lists};
 use super::methods::primer_text;
 use super::outcome::{fault_error, is_refusal, refusal_result, tool_result};
@@ -161,8 +161,8 @@ fn not_on_mcp(op: &Op, instead: &str, listing: &Listing, mcp: &Mcp) -> LoomError
     .with_detail("instead", instead)
 }
 
-fn refusal(conn: &Connection, err: &LoomError) -> Value {
-    refusal_result(err, conn.revision)
+fn refusal(conn: &Connection, err: &LoomError) -> Reply {
+    refusal_result(err, conn.revision).into()
 }
 
 /// How a successful answer is shaped.
@@ -441,9 +441,9 @@ fn summarize(results: &Value) -> String {
 async fn loom_op(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
     let registry = mcp.listings.registry();
     let own_refusal = |e: LoomError| {
-        let mut r = refusal(conn, &e);
+        let mut r = refusal_result(&e, conn.revision);
         r["content"][0]["text"] = Value::String(Value::Object(e.body()).to_string());
-        Ok(r)
+        Ok(r.into())
     };
     let Some(name) = args.get("op").and_then(Value::as_str) else {
         return own_refusal(
