@@ -992,9 +992,9 @@ mod slow_clients {
     }
 }
 
-/// Recall and exposure counts are summed off the request path for about a
-/// second before they are written; shutdown writes what is held, so none
-/// answered before it is lost.
+/// Recall and exposure counts are summed off the request path for a fold
+/// (five seconds) before they are written; shutdown writes what is held,
+/// so none answered before it is lost.
 #[tokio::test]
 async fn shutdown_writes_the_recall_and_exposure_counts_still_held() {
     for t in servers(|_| {}).await {

@@ -6,10 +6,11 @@
 //! Reads queue these on the [`UsageLog`] instead of writing them inside the
 //! request, so a read never waits for the writer (on SQLite, the one writer
 //! connection and its commit); the log writes the exposure rows in batches
-//! and holds the recall and exposure counts, summed per row, for a second
-//! before they go out in slices of neighbouring rows, a slice with each
-//! batch (`store::fold` says why). Shutdown writes everything queued and
-//! held. A read's own answer already counts its recall.
+//! and holds the recall and exposure counts, summed per row, for five
+//! seconds (`store::fold::FOLD`) before they go out in slices of
+//! neighbouring rows, a slice with each batch (`store::fold` says why).
+//! Shutdown writes everything queued and held. A read's own answer already
+//! counts its recall.
 //!
 //! A caller's own count never stands still: the log remembers, per row and
 //! caller, the count it last answered until that recall is written (and a
@@ -17,10 +18,10 @@
 //! a `memory.get` answers the larger of that and the stored count, plus
 //! one ([`UsageLog::recalls_seen`]). So one caller's gets in a row count 1,
 //! 2, 3 without waiting for the writer; another caller's recalls show once
-//! written (within about two seconds). Reads of exposure counts (a recall
+//! written (within about six seconds). Reads of exposure counts (a recall
 //! breakdown, `memory.inspect`, `memory.aggregate`) wait for the log first
 //! ([`UsageLog::flush`], which writes what it holds too): they are rare,
-//! and a flush costs one batch's commit (under load, with up to a second's
+//! and a flush costs one batch's commit (under load, with up to a fold's
 //! held counts in it).
 
 use std::collections::HashMap;
@@ -470,7 +471,7 @@ impl BatchSink<Served> for Sink {
     }
 
     /// Writes everything held, a slice per transaction: a get load leaves
-    /// up to two seconds of counts held (tens of thousands of rows), and
+    /// up to two folds of counts held (tens of thousands of rows), and
     /// written at once they held SQLite's one writer for up to half a
     /// second while every write queued behind them (memory.set's p99 right
     /// after a get load: 251-698 ms, against 34-38 ms in slices).
@@ -546,7 +547,7 @@ mod tests {
         let none = held.next_slice();
         assert!(
             none.recalls.is_empty() && none.seen.is_empty(),
-            "gathered for a second first"
+            "gathered for a fold first"
         );
 
         due(&mut held);
