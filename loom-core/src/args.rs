@@ -329,25 +329,30 @@ fn collect_unknown(schema: &Value, value: &Value, prefix: &str, out: &mut Vec<Un
             let Some(obj) = object_schemas(schema).into_iter().next() else {
                 return;
             };
-            let fields: Vec<&str> = schema::properties(obj).map(|(k, _)| k.as_str()).collect();
+            let fields = || schema::properties(obj).map(|(k, _)| k.as_str());
             let open = obj
                 .get("additionalProperties")
                 .is_some_and(|a| a != &Value::Bool(false))
-                && fields.is_empty();
-            for (key, v) in map {
-                let path = if prefix.is_empty() {
-                    key.clone()
+                && fields().next().is_none();
+            // The path is written only for a field that holds fields of its
+            // own or is unknown: every call checks its arguments here.
+            let path = |key: &str| {
+                if prefix.is_empty() {
+                    key.to_owned()
                 } else {
                     format!("{prefix}.{key}")
-                };
+                }
+            };
+            for (key, v) in map {
                 match obj.get("properties").and_then(|p| p.get(key)) {
-                    Some(sub) => collect_unknown(sub, v, &path, out),
+                    Some(sub) if v.is_object() || v.is_array() => {
+                        collect_unknown(sub, v, &path(key), out);
+                    }
+                    Some(_) => {}
                     None if open || SERVER_FILLED.contains(&key.as_str()) && prefix.is_empty() => {}
                     None => out.push(Unknown {
-                        suggestion: closest(key, fields.iter().copied(), 1)
-                            .first()
-                            .map(|s| (*s).to_owned()),
-                        path,
+                        suggestion: closest(key, fields(), 1).first().map(|s| (*s).to_owned()),
+                        path: path(key),
                     }),
                 }
             }
