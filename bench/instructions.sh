@@ -70,10 +70,10 @@ for w in $workloads; do
   callgrind_control -z "$pid" >/dev/null 2>&1
   callgrind_control -i on "$pid" >/dev/null 2>&1
   python3 bench/drive.py "$w" "$calls" "$port"
-  # What the calls queued (ledger rows, exposures, counts held for a
-  # second) is written within about two seconds, under valgrind's pace
-  # too: count it with the calls.
-  sleep 3
+  # What the calls queued (ledger rows, exposures, counts held for five
+  # seconds: loom-ops' store::fold::FOLD) is written within about six
+  # seconds, under valgrind's pace too: count it with the calls.
+  sleep 7
   callgrind_control -i off "$pid" >/dev/null 2>&1
   callgrind_control -d "$w" "$pid" >/dev/null 2>&1
   dumps=$((dumps + 1))
