@@ -137,3 +137,22 @@ fn listings_are_built_once() {
     let b = l.tools_list(&Listing::core(), Profile::Standard, Revision::V2025_11_25);
     assert!(std::sync::Arc::ptr_eq(&a, &b));
 }
+
+/// `tools/list` answers the text written when the listing was built: it
+/// reads back as the listing, for every roster, profile and revision.
+#[test]
+fn the_cached_text_is_the_listing() {
+    let l = listings();
+    for (roster, _) in CEILINGS {
+        let listing = Listing::parse(roster).unwrap();
+        for profile in [Profile::Standard, Profile::Full] {
+            for revision in [Revision::V2024_11_05, Revision::V2025_11_25] {
+                let text = l.tools_list_text(&listing, profile, revision);
+                let read: Value = serde_json::from_str(text.get()).unwrap();
+                let value = l.tools_list(&listing, profile, revision);
+                assert_eq!(read, *value, "{roster} {profile:?} {revision:?}");
+                assert!(!tools(&value).is_empty(), "{roster}");
+            }
+        }
+    }
+}

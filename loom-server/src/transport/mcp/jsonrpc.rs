@@ -4,6 +4,8 @@
 //! request id is unknown omits `id`, since the 2025-11-25 schema has no null
 //! id and the conformance suite validates every message against it.
 
+use std::sync::Arc;
+
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -74,6 +76,9 @@ pub enum Reply {
     /// `structuredContent` come from one serialization
     /// ([`super::outcome::tool_result`]), copied into the response as is.
     Json(Box<RawValue>),
+    /// JSON text kept for every answer that carries it (the cached
+    /// `tools/list` result).
+    Shared(Arc<RawValue>),
 }
 
 impl From<Value> for Reply {
@@ -87,6 +92,7 @@ impl Serialize for Reply {
         match self {
             Reply::Value(value) => value.serialize(s),
             Reply::Json(text) => text.serialize(s),
+            Reply::Shared(text) => (**text).serialize(s),
         }
     }
 }

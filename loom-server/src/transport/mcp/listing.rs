@@ -1,15 +1,19 @@
 //! `tools/list`: every op the connection's roster lists, shaped by its
 //! profile and revision, plus the three synthetic tools (none on assistant).
-//! Built once per (listing, profile, revision) and cached: the listing is
-//! read on every session and never changes while the process runs.
+//! Built once per (listing, profile, revision) and cached, with its JSON
+//! text: the listing is read on every session and never changes while the
+//! process runs, so `tools/list` answers the text it wrote the first time
+//! instead of copying the value and serializing it again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use loom_core::render::{loom_op_routes, render_op_names};
 use loom_core::{Listing, Op, Profile, Registry};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+use super::jsonrpc::text;
 use super::protocol::Revision;
 
 /// The registry op behind the synthetic `loom_search` tool.
@@ -25,10 +29,17 @@ pub const LIST_TTL_MS: u64 = 600_000;
 
 type Key = (Listing, Profile, Revision);
 
+/// One cached listing: the `tools/list` result and its JSON text.
+#[derive(Clone)]
+struct Listed {
+    value: Arc<Value>,
+    text: Arc<RawValue>,
+}
+
 /// The cached listings of one registry.
 pub struct Listings {
     registry: &'static Registry,
-    cache: RwLock<HashMap<Key, Arc<Value>>>,
+    cache: RwLock<HashMap<Key, Listed>>,
 }
 
 impl Listings {
@@ -52,6 +63,20 @@ impl Listings {
         profile: Profile,
         revision: Revision,
     ) -> Arc<Value> {
+        self.listed(listing, profile, revision).value
+    }
+
+    /// [`Listings::tools_list`] as the JSON text `tools/list` answers.
+    pub fn tools_list_text(
+        &self,
+        listing: &Listing,
+        profile: Profile,
+        revision: Revision,
+    ) -> Arc<RawValue> {
+        self.listed(listing, profile, revision).text
+    }
+
+    fn listed(&self, listing: &Listing, profile: Profile, revision: Revision) -> Listed {
         let key = (listing.clone(), profile, revision);
         if let Some(hit) = self
             .cache
@@ -61,11 +86,15 @@ impl Listings {
         {
             return hit.clone();
         }
-        let built = Arc::new(json!({
+        let value = json!({
             "tools": build(self.registry, listing, profile, revision),
             "ttlMs": LIST_TTL_MS,
             "cacheScope": "public",
-        }));
+        });
+        let built = Listed {
+            text: Arc::from(text(&value)),
+            value: Arc::new(value),
+        };
         self.cache
             .write()
             .unwrap_or_else(|p| p.into_inner())

@@ -63,13 +63,22 @@ async fn request(
 ) -> RpcResult {
     match method {
         "tools/call" => tools::call(mcp, conn, id, params).await,
+        "tools/list" => {
+            no_cursor(&params)?;
+            Ok(Reply::Shared(mcp.listings.tools_list_text(
+                &conn.listing,
+                conn.profile,
+                conn.revision,
+            )))
+        }
         _ => other_request(mcp, conn, method, params, in_batch)
             .await
             .map(Reply::from),
     }
 }
 
-/// Every method but `tools/call`: its result is a JSON value.
+/// Every method but `tools/call` and `tools/list`: its result is a JSON
+/// value.
 async fn other_request(
     mcp: &Mcp,
     conn: &mut Connection,
@@ -85,13 +94,6 @@ async fn other_request(
         )),
         "initialize" => Ok(initialize(mcp, conn, &params)),
         "ping" => Ok(json!({})),
-        "tools/list" => {
-            no_cursor(&params)?;
-            Ok((*mcp
-                .listings
-                .tools_list(&conn.listing, conn.profile, conn.revision))
-            .clone())
-        }
         "prompts/list" => {
             no_cursor(&params)?;
             Ok(json!({
