@@ -39,7 +39,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{Mutex, oneshot};
 
 use super::group::{OPEN_SAVEPOINT, RELEASE_SAVEPOINT, State, commit_open};
-use super::open::{SQLITE_SETTINGS, SQLITE_WRITER_CACHE};
+use super::open::{SQLITE_SETTINGS, SQLITE_WRITER_SETTINGS};
 
 /// Prepared statements the writer keeps: each one-step write is a few.
 const CACHED_STATEMENTS: usize = 64;
@@ -165,7 +165,7 @@ fn open(path: &Path) -> rusqlite::Result<Connection> {
     )?;
     // As sqlx's writer connection: the same durability and caches.
     conn.execute_batch(SQLITE_SETTINGS)?;
-    conn.execute_batch(SQLITE_WRITER_CACHE)?;
+    conn.execute_batch(SQLITE_WRITER_SETTINGS)?;
     conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
     Ok(conn)
 }
@@ -188,7 +188,7 @@ fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>,
                 .send(Err(LoomError::internal("the store is closed")));
             continue;
         };
-        let answers = group(conn, first, jobs, guard.before_commit);
+        let answers = group(conn, first, jobs, &guard);
         drop(guard);
         for (reply, answer) in answers {
             let _ = reply.send(answer);
@@ -199,14 +199,9 @@ fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>,
 type Answer = (oneshot::Sender<OpResult<usize>>, OpResult<usize>);
 
 /// Runs `first` and every write queued behind it in one transaction, then
-/// `before_commit`, and commits it: each call's answer, all failed when the
-/// commit did.
-fn group(
-    conn: &Connection,
-    first: Job,
-    jobs: &mpsc::Receiver<Job>,
-    before_commit: &[&str],
-) -> Vec<Answer> {
+/// the state's `before_commit`, and commits it: each call's answer, all
+/// failed when the commit did.
+fn group(conn: &Connection, first: Job, jobs: &mpsc::Receiver<Job>, state: &State) -> Vec<Answer> {
     let mut answers = Vec::new();
     if let Err(e) = execute(conn, "BEGIN IMMEDIATE") {
         answers.push((first.reply, Err(sqlite_error(&e))));
@@ -227,9 +222,15 @@ fn group(
             next = jobs.try_recv().ok();
         }
     }
-    let before = before_commit.iter().try_for_each(|s| execute(conn, s));
+    let before = state
+        .before_commit
+        .iter()
+        .try_for_each(|s| execute(conn, s));
     match before.and_then(|()| execute(conn, "COMMIT")) {
-        Ok(()) => answers,
+        Ok(()) => {
+            state.committed();
+            answers
+        }
         Err(e) => failed(conn, answers, &e),
     }
 }

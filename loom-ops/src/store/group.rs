@@ -27,6 +27,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool, Executor};
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
 
+use super::checkpoint::Checkpoints;
 use super::db_error;
 use super::direct::Direct;
 use super::multirow::AnyQuery;
@@ -72,6 +73,17 @@ pub(super) struct State {
     /// What every commit runs first, outside any call's savepoint (the
     /// store's: the full-text queue's drain, see `full_text_queue`).
     pub(super) before_commit: &'static [&'static str],
+    /// Told of every commit; `None` in memory (no WAL).
+    pub(super) checkpoints: Option<Arc<Checkpoints>>,
+}
+
+impl State {
+    /// A group committed: its WAL pages are due a checkpoint.
+    pub(super) fn committed(&self) {
+        if let Some(checkpoints) = &self.checkpoints {
+            checkpoints.committed();
+        }
+    }
 }
 
 /// One call's place in the group: holds the lock until its commit.
@@ -82,16 +94,18 @@ pub(super) struct Member {
 
 impl Group {
     /// The group over `pool` (SQLite's one writer connection), with its
-    /// committer task on the current runtime, and the direct writer of the
-    /// database file at `file`, when it is one. Every commit of either
-    /// runs `before_commit` first.
+    /// committer task on the current runtime, and the direct writer and
+    /// the checkpoint thread of the database file at `file`, when it is
+    /// one. Every commit of either writer runs `before_commit` first.
     pub(super) fn start(
         pool: AnyPool,
         file: Option<&Path>,
         before_commit: &'static [&'static str],
     ) -> Result<Arc<Group>, String> {
+        let checkpoints = file.map(Checkpoints::start).transpose()?.map(Arc::new);
         let state = Arc::new(Mutex::new(State {
             before_commit,
+            checkpoints,
             ..State::default()
         }));
         let direct = file
@@ -166,7 +180,7 @@ impl Group {
     }
 
     /// Lets the direct writer commit what it was given, commits the open
-    /// group, if any, and stops new ones.
+    /// group, if any, stops new ones and checkpoints a last time.
     pub(super) async fn close(&self) {
         if let Some(direct) = &self.direct {
             direct.stop().await;
@@ -174,8 +188,12 @@ impl Group {
         let mut guard = self.state.lock().await;
         commit_open(&mut guard).await;
         guard.closed = true;
+        let checkpoints = guard.checkpoints.clone();
         drop(guard);
         self.finished.notify_one();
+        if let Some(checkpoints) = checkpoints {
+            checkpoints.stop().await;
+        }
     }
 }
 
@@ -211,6 +229,9 @@ pub(super) async fn commit_open(state: &mut State) {
         return;
     };
     let outcome = commit(conn, state.before_commit).await;
+    if outcome.is_ok() {
+        state.committed();
+    }
     end_open(state, outcome).await;
 }
 

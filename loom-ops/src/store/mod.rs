@@ -16,6 +16,7 @@
 
 mod batch;
 mod bind;
+mod checkpoint;
 mod direct;
 mod error;
 pub(crate) mod fold;

@@ -20,14 +20,21 @@ pub(super) const SQLITE_SETTINGS: &str = "PRAGMA busy_timeout = 10000; \
      PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
      PRAGMA mmap_size = 1073741824; PRAGMA temp_store = MEMORY;";
 
-/// A writer's page cache, on top of [`SQLITE_SETTINGS`]: it holds a whole
-/// transaction. A group of calls or a batch of usage rows (recall counts
-/// land on random rows) dirties hundreds of pages, which at SQLite's
-/// default 2 MB spilled into the WAL before the commit. Under the
-/// memory.get benchmark the writer's extra work showed as the readers'
-/// p99: 17 ms with 16 MB, 7-11 ms with 32 MB (filled only as pages are
-/// touched).
-pub(super) const SQLITE_WRITER_CACHE: &str = "PRAGMA cache_size = -32768";
+/// A writer's settings, on top of [`SQLITE_SETTINGS`].
+///
+/// Its page cache holds a whole transaction. A group of calls or a batch of
+/// usage rows (recall counts land on random rows) dirties hundreds of
+/// pages, which at SQLite's default 2 MB spilled into the WAL before the
+/// commit. Under the memory.get benchmark the writer's extra work showed as
+/// the readers' p99: 17 ms with 16 MB, 7-11 ms with 32 MB (filled only as
+/// pages are touched).
+///
+/// It leaves checkpoints to the checkpoint thread (`checkpoint`) and
+/// checkpoints itself only when the WAL reaches 10,000 pages (SQLite's
+/// default is 1,000): a backstop, reached only when that thread falls far
+/// behind or has stopped.
+pub(super) const SQLITE_WRITER_SETTINGS: &str =
+    "PRAGMA cache_size = -32768; PRAGMA wal_autocheckpoint = 10000;";
 
 /// The database Loom uses when `LOOM_DATABASE_URL` is unset: `loom.db` in
 /// the working folder, created if missing.
@@ -188,7 +195,7 @@ impl Store {
             Backend::Sqlite => 1,
             Backend::Postgres => connections.max(2),
         };
-        let writer = setup(schema.clone(), SQLITE_WRITER_CACHE)
+        let writer = setup(schema.clone(), SQLITE_WRITER_SETTINGS)
             .max_connections(writers)
             .connect(&url)
             .await
