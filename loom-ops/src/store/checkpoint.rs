@@ -23,14 +23,12 @@
 //! thread fall behind or stop, the WAL still does not grow without bound.
 
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 
-use super::open::SQLITE_SETTINGS;
+use super::worker::{Worker, open};
 
 /// The shortest time between two checkpoints while commits come. Longer,
 /// a checkpoint copies a page rewritten many times once (the indexes' hot
@@ -41,8 +39,7 @@ pub(super) const PACE: Duration = Duration::from_millis(50);
 /// The checkpoint thread of one database file.
 pub(super) struct Checkpoints {
     /// Rung after each commit; one pending ring is enough.
-    ring: Mutex<Option<SyncSender<()>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    worker: Worker<SyncSender<()>>,
 }
 
 impl std::fmt::Debug for Checkpoints {
@@ -56,20 +53,14 @@ impl Checkpoints {
     pub(super) fn start(path: &Path) -> Result<Checkpoints, String> {
         let conn = open(path).map_err(|e| format!("cannot open the checkpointer: {e}"))?;
         let (ring, rung) = mpsc::sync_channel(1);
-        let thread = std::thread::Builder::new()
-            .name("loom-sqlite-checkpoint".into())
-            .spawn(move || run(&conn, &rung))
-            .map_err(|e| format!("cannot start the checkpointer: {e}"))?;
-        Ok(Checkpoints {
-            ring: Mutex::new(Some(ring)),
-            thread: Mutex::new(Some(thread)),
-        })
+        let worker = Worker::spawn("loom-sqlite-checkpoint", ring, move || run(&conn, &rung))?;
+        Ok(Checkpoints { worker })
     }
 
     /// A commit added to the WAL: a checkpoint is due within [`PACE`].
     /// Never blocks.
     pub(super) fn committed(&self) {
-        if let Some(ring) = lock(&self.ring).as_ref() {
+        if let Some(ring) = self.worker.sender().as_ref() {
             // Full: a checkpoint is due already.
             let _ = ring.try_send(());
         }
@@ -77,25 +68,8 @@ impl Checkpoints {
 
     /// Stops the thread after a last checkpoint and waits for it.
     pub(super) async fn stop(&self) {
-        lock(&self.ring).take();
-        let thread = lock(&self.thread).take();
-        if let Some(thread) = thread {
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-        }
+        self.worker.stop().await;
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn open(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.execute_batch(SQLITE_SETTINGS)?;
-    Ok(conn)
 }
 
 /// A checkpoint per ring, at most one per [`PACE`], and a last one when
@@ -127,6 +101,8 @@ fn checkpoint(conn: &Connection) {
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::OpenFlags;
+
     use super::*;
 
     /// Rows a writer commits with its own checkpoints off reach the

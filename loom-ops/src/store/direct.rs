@@ -27,19 +27,19 @@
 //! and writes that do not run in one step keep their order in line.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex as StdMutex};
-use std::thread::JoinHandle;
 
 use loom_core::{LoomError, OpResult};
+use rusqlite::Connection;
 use rusqlite::types::Value;
-use rusqlite::{Connection, OpenFlags};
 use tokio::runtime::Handle;
 use tokio::sync::{Mutex, oneshot};
 
 use super::group::{OPEN_SAVEPOINT, RELEASE_SAVEPOINT, State, commit_open};
-use super::open::{SQLITE_SETTINGS, SQLITE_WRITER_SETTINGS};
+use super::open::SQLITE_WRITER_SETTINGS;
+use super::worker::{self, Worker};
 
 /// Prepared statements the writer keeps: each one-step write is a few.
 const CACHED_STATEMENTS: usize = 64;
@@ -62,8 +62,7 @@ struct Job {
 
 /// The direct writer of one SQLite file.
 pub(super) struct Direct {
-    jobs: StdMutex<Option<mpsc::Sender<Job>>>,
-    thread: StdMutex<Option<JoinHandle<()>>>,
+    worker: Worker<mpsc::Sender<Job>>,
     /// Cleared when the thread ends (stopped, or a panic): writes then take
     /// the path through sqlx's writer instead of failing one by one.
     running: Arc<AtomicBool>,
@@ -90,18 +89,11 @@ impl Direct {
         let runtime = Handle::current();
         let running = Arc::new(AtomicBool::new(true));
         let flag = Running(running.clone());
-        let thread = std::thread::Builder::new()
-            .name("loom-sqlite-writer".into())
-            .spawn(move || {
-                let _running = flag;
-                run(&conn, &rx, &state, &runtime);
-            })
-            .map_err(|e| format!("cannot start the direct writer: {e}"))?;
-        Ok(Direct {
-            jobs: StdMutex::new(Some(tx)),
-            thread: StdMutex::new(Some(thread)),
-            running,
-        })
+        let worker = Worker::spawn("loom-sqlite-writer", tx, move || {
+            let _running = flag;
+            run(&conn, &rx, &state, &runtime);
+        })?;
+        Ok(Direct { worker, running })
     }
 
     /// Whether the thread still takes writes.
@@ -134,7 +126,7 @@ impl Direct {
             work: Box::new(work),
             reply,
         };
-        let sent = lock(&self.jobs).as_ref().map(|jobs| jobs.send(job));
+        let sent = self.worker.sender().as_ref().map(|jobs| jobs.send(job));
         if !matches!(sent, Some(Ok(()))) {
             return Err(LoomError::internal("the store is closed"));
         }
@@ -146,25 +138,13 @@ impl Direct {
     /// Stops taking writes, lets the thread commit what it was given and
     /// waits for it to end.
     pub(super) async fn stop(&self) {
-        lock(&self.jobs).take();
-        let thread = lock(&self.thread).take();
-        if let Some(thread) = thread {
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-        }
+        self.worker.stop().await;
     }
 }
 
-fn lock<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn open(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
+    let conn = worker::open(path)?;
     // As sqlx's writer connection: the same durability and caches.
-    conn.execute_batch(SQLITE_SETTINGS)?;
     conn.execute_batch(SQLITE_WRITER_SETTINGS)?;
     conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
     Ok(conn)

@@ -34,6 +34,7 @@ mod read;
 mod session_runs;
 pub mod testing;
 mod tx;
+mod worker;
 
 pub use batch::{BatchSink, BatchWriter, LINGER, Ledger};
 pub(crate) use bind::{Bind, Values};

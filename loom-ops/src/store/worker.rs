@@ -1,0 +1,65 @@
+//! A thread of the store's own that works through a channel (SQLite's
+//! direct writer, its checkpoints), and its connection to the file.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::open::SQLITE_SETTINGS;
+
+/// The thread and the sending side of its channel. Stopping drops the
+/// sender: the thread sees its channel close, finishes what it holds and
+/// ends.
+pub(super) struct Worker<S> {
+    sender: Mutex<Option<S>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl<S> Worker<S> {
+    /// Starts `body` on a thread named `name`, fed through `sender`.
+    pub(super) fn spawn(
+        name: &str,
+        sender: S,
+        body: impl FnOnce() + Send + 'static,
+    ) -> Result<Worker<S>, String> {
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(body)
+            .map_err(|e| format!("cannot start {name}: {e}"))?;
+        Ok(Worker {
+            sender: Mutex::new(Some(sender)),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// The sender; `None` once stopped.
+    pub(super) fn sender(&self) -> MutexGuard<'_, Option<S>> {
+        lock(&self.sender)
+    }
+
+    /// Closes the channel and waits for the thread to end.
+    pub(super) async fn stop(&self) {
+        lock(&self.sender).take();
+        let thread = lock(&self.thread).take();
+        if let Some(thread) = thread {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A read-write connection to the file at `path`, set as every connection
+/// of the store is ([`SQLITE_SETTINGS`]).
+pub(super) fn open(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.execute_batch(SQLITE_SETTINGS)?;
+    Ok(conn)
+}
