@@ -24,7 +24,7 @@
 
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -76,16 +76,31 @@ impl Checkpoints {
 /// the writers are gone.
 fn run(conn: &Connection, rung: &Receiver<()>) {
     while rung.recv().is_ok() {
-        // Commits that come meanwhile ring into the full channel: no
-        // wake-up each.
-        std::thread::sleep(PACE);
-        let stopped = rung.try_recv() == Err(TryRecvError::Disconnected);
+        let stopped = pace(rung);
         checkpoint(conn);
         if stopped {
             return;
         }
     }
     checkpoint(conn);
+}
+
+/// Waits out [`PACE`] from a ring, parked rather than on the channel, so
+/// the commits that come meanwhile ring into the full channel without
+/// waking the thread each; stopping unparks it ([`Worker::stop`]). True
+/// when the channel closed.
+fn pace(rung: &Receiver<()>) -> bool {
+    let due = Instant::now() + PACE;
+    loop {
+        if rung.try_recv() == Err(TryRecvError::Disconnected) {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= due {
+            return false;
+        }
+        std::thread::park_timeout(due - now);
+    }
 }
 
 /// One PASSIVE checkpoint: as much of the WAL as no reader still needs.

@@ -39,11 +39,13 @@ impl<S> Worker<S> {
         lock(&self.sender)
     }
 
-    /// Closes the channel and waits for the thread to end.
+    /// Closes the channel, unparks the thread (one that waits parked, not
+    /// on the channel, sees it closed at once) and waits for it to end.
     pub(super) async fn stop(&self) {
         lock(&self.sender).take();
         let thread = lock(&self.thread).take();
         if let Some(thread) = thread {
+            thread.thread().unpark();
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
     }
