@@ -9,10 +9,11 @@
 //! commit, and this thread checkpoints (PASSIVE: it never waits for a
 //! reader or the writer, and they never wait for it) at most once per
 //! [`PACE`] while commits come. Paired 10 s runs of the set workload on 2
-//! cores: 4,471-4,615 sets a second with the writer checkpointing, 5,234-
-//! 5,616 with this thread at a 50 ms pace (5,017-5,582 at 20 ms; 4,592-
-//! 4,957 checkpointing after every commit, which copied the hot pages of
-//! the indexes far more often).
+//! cores (four pairs, bench/RESULTS.md): 3,930-4,615 sets a second with
+//! the writer checkpointing, 4,784-5,616 with this thread at a 50 ms pace
+//! (5,017-5,582 at 20 ms and 4,592-4,957 checkpointing after every
+//! commit, which copied the indexes' hot pages far more often, in the
+//! pairs where 50 ms served 5,234-5,616).
 //!
 //! Durability is unchanged: a commit is durable once its WAL frames are
 //! synced (`synchronous = FULL`), whoever copies them later, and a
@@ -31,9 +32,10 @@ use rusqlite::Connection;
 use super::worker::{Worker, open};
 
 /// The shortest time between two checkpoints while commits come. Longer,
-/// a checkpoint copies a page rewritten many times once (the indexes' hot
-/// pages are); shorter, the WAL readers search stays smaller. 100 ms
-/// served as many sets as 50 but at a higher p99 (46 ms against 35).
+/// a checkpoint copies once a page rewritten many times meanwhile (the
+/// indexes' hot pages are); shorter, readers find more of what they read
+/// in the database file, through the memory map, and less in the WAL.
+/// 100 ms served as many sets as 50 but at a higher p99 (46 ms against 35).
 pub(super) const PACE: Duration = Duration::from_millis(50);
 
 /// The checkpoint thread of one database file.
