@@ -77,9 +77,13 @@ async fn concurrent_writes_share_one_segment_and_the_index_follows_every_commit(
         let before = common::full_text_segments(&h).await;
         // A write transaction held open keeps the direct writer waiting, so
         // the sets queue behind it and share the commit that follows it.
+        // Each set reaches the writer within its first poll (its reads run
+        // on the calling thread, and the namespace is known, as the server
+        // knows it after authorization), so every one is queued before the
+        // transaction is released, however the threads are scheduled.
         let held = h.store().begin_write().await.unwrap();
         let sets = join_all((0..KEYS).map(|i| {
-            h.call(
+            h.call_found(
                 "memory.set",
                 json!({"memory_key": format!("k{i:02}"), "content": content(i, round)}),
             )

@@ -110,12 +110,34 @@ impl Harness {
         self.call_with_token(agent, run_id, &[], op, args).await
     }
 
+    /// Calls `op` as the server does once authorization found the call's
+    /// namespace (`Scope::namespace_found`): the op asks the store nothing
+    /// more about it, so a write reaches the writer without a read of its
+    /// own on the way.
+    pub async fn call_found(&self, op: &str, args: Value) -> Result<Value, LoomError> {
+        self.call_scoped(AGENT, Some("run-1"), &[], true, op, args)
+            .await
+    }
+
     /// Calls `op` with a token that names `token_namespaces`.
     pub async fn call_with_token(
         &self,
         agent: &str,
         run_id: Option<&str>,
         token_namespaces: &[&str],
+        op: &str,
+        args: Value,
+    ) -> Result<Value, LoomError> {
+        self.call_scoped(agent, run_id, token_namespaces, false, op, args)
+            .await
+    }
+
+    async fn call_scoped(
+        &self,
+        agent: &str,
+        run_id: Option<&str>,
+        token_namespaces: &[&str],
+        namespace_found: bool,
         op: &str,
         args: Value,
     ) -> Result<Value, LoomError> {
@@ -147,7 +169,7 @@ impl Harness {
                 .unwrap_or(agent)
                 .into(),
             role: None,
-            namespace_found: false,
+            namespace_found,
         };
         cx.run_id = run_id.map(str::to_owned);
         (entry.meta.call)(&cx, args).await
