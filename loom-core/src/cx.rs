@@ -1,9 +1,10 @@
 //! The call context every handler receives.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use foldhash::HashMap;
 
 use crate::error::{LoomError, OpResult};
 use crate::role::Role;

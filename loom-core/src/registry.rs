@@ -2,11 +2,11 @@
 //! once, iterated in name order. The listing, `/v1`, `ops.capabilities`,
 //! `loom export-actions` and the docs all read it.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use foldhash::{HashMap, HashMapExt};
 use serde_json::Value;
 
 use crate::args::Validator;

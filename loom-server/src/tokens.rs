@@ -17,10 +17,10 @@
 //! OAuth resources (`<LOOM_OAUTH_ISSUER>/mcp` and `<LOOM_OAUTH_ISSUER>`, see
 //! [`crate::oauth::audiences`]); every other check is the same for all.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};
 
+use foldhash::{HashMap, HashSet};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
 use loom_core::Role;
 use loom_ops::store::Store;

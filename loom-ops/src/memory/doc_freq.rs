@@ -9,10 +9,10 @@
 //! term costs next to nothing to count and is counted on every query, so
 //! a small store ranks exactly as bm25() would.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use foldhash::HashMap;
 use loom_core::OpResult;
 use sqlx::AnyConnection;
 

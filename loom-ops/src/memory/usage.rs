@@ -24,7 +24,6 @@
 //! and a flush costs one batch's commit (under load, with up to a fold's
 //! held counts in it).
 
-use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -200,8 +199,8 @@ impl<'a> RecallBy<'a> {
 /// and two sharing a hash at worst see each other's count.
 #[derive(Debug, Default)]
 struct QueuedRecalls {
-    hasher: std::hash::RandomState,
-    rows: Mutex<HashMap<u64, Queued>>,
+    hasher: foldhash::fast::RandomState,
+    rows: Mutex<foldhash::HashMap<u64, Queued>>,
 }
 
 #[derive(Debug, Default)]
@@ -253,7 +252,7 @@ impl QueuedRecalls {
 
     /// A panic elsewhere while holding the lock leaves counts, not a
     /// broken map: keep using it.
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Queued>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, foldhash::HashMap<u64, Queued>> {
         self.rows
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

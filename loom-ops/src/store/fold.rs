@@ -3,9 +3,11 @@
 //! many rows would each rewrite a random page, as the usage log's recall
 //! and exposure counts would (`memory::usage`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
+
+use foldhash::{HashMap, HashMapExt};
 
 /// How long recalls and exposure counts are gathered and summed before
 /// they are written. A recall lands on a random row of `memories`:

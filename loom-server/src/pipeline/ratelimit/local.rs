@@ -2,10 +2,10 @@
 //! buckets in this process's memory, so each replica has its own. Also what
 //! a shared limiter falls back to while its store is unreachable.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use foldhash::{HashMap, HashMapExt};
 use loom_core::{BoxFuture, RateClass, RateKey, RateLimiter};
 
 use super::Budgets;
