@@ -19,6 +19,8 @@ pub const NS: &str = "main";
 pub const OTHER_NS: &str = "team";
 /// The calling agent.
 pub const AGENT: &str = "alice";
+/// The run a call belongs to unless it says otherwise.
+const RUN: &str = "run-1";
 
 /// One backend, seeded, with services holding its store.
 pub struct Harness {
@@ -96,7 +98,7 @@ impl Harness {
     /// Calls `op` as `agent`: validation against the op's schema, scope
     /// from the arguments (explicit namespace and agent win), then the handler.
     pub async fn call_as(&self, agent: &str, op: &str, args: Value) -> Result<Value, LoomError> {
-        self.call_in(agent, Some("run-1"), op, args).await
+        self.call_in(agent, Some(RUN), op, args).await
     }
 
     /// Calls `op` as `agent` in run `run_id` (`None`: outside any run).
@@ -115,7 +117,7 @@ impl Harness {
     /// more about it, so a write reaches the writer without a read of its
     /// own on the way.
     pub async fn call_found(&self, op: &str, args: Value) -> Result<Value, LoomError> {
-        self.call_scoped(AGENT, Some("run-1"), &[], true, op, args)
+        self.call_scoped(AGENT, Some(RUN), &[], true, op, args)
             .await
     }
 
