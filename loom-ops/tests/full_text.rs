@@ -2,6 +2,7 @@
 
 mod common;
 
+use loom_ops::store::FullTextWatch;
 use serde_json::json;
 
 use common::{full_text_integrity_check as integrity_check, full_text_segments as segments};
@@ -29,7 +30,7 @@ async fn a_quiet_index_in_many_segments_is_merged_into_one_and_still_answers() {
     assert!(before >= 12, "{before}");
 
     // The first look only remembers; nobody wrote before the second.
-    let mut last = None;
+    let mut last = FullTextWatch::default();
     assert_eq!(
         h.store().merge_full_text_if_quiet(&mut last).await.unwrap(),
         None
@@ -77,7 +78,7 @@ async fn an_index_written_between_two_looks_is_left_alone() {
     for i in 0..10 {
         set(i).await.unwrap();
     }
-    let mut last = None;
+    let mut last = FullTextWatch::default();
     for i in 10..13 {
         assert_eq!(
             h.store().merge_full_text_if_quiet(&mut last).await.unwrap(),
@@ -94,13 +95,88 @@ async fn an_index_written_between_two_looks_is_left_alone() {
     )
     .await
     .unwrap();
-    let mut last = None;
+    let mut last = FullTextWatch::default();
     for _ in 0..2 {
         assert_eq!(
             h.store().merge_full_text_if_quiet(&mut last).await.unwrap(),
             None
         );
     }
+}
+
+/// Rewrites leave a memory's old words in the segment holding them,
+/// cancelled by deletions in a newer one: the index grows though its
+/// segments stay few, and a quiet index grown by a quarter is merged.
+#[tokio::test]
+async fn a_quiet_index_grown_by_rewrites_is_merged_though_in_few_segments() {
+    let h = without_automerge().await;
+    // Small index pages, so that one memory's words fill many.
+    common::full_text_setting(&h, "pgsz", 64).await;
+    let words = |tag: &str| {
+        (0..150)
+            .map(|i| format!("{tag}{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let set = |key: &'static str, content: String| {
+        h.call("memory.set", json!({"memory_key": key, "content": content}))
+    };
+    let mut watch = FullTextWatch::default();
+    set("long", words("alpha")).await.unwrap();
+    assert_eq!(
+        h.store()
+            .merge_full_text_if_quiet(&mut watch)
+            .await
+            .unwrap(),
+        None
+    );
+
+    // A small memory more: a second segment, a page or two: left alone.
+    set("short", "deploy".into()).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            h.store()
+                .merge_full_text_if_quiet(&mut watch)
+                .await
+                .unwrap(),
+            None
+        );
+    }
+    assert_eq!(segments(&h).await, 2);
+
+    // The long memory rewritten: the deletions of its old words and its new
+    // words about double the pages, in one segment more.
+    set("long", words("omega")).await.unwrap();
+    assert_eq!(segments(&h).await, 3);
+    assert_eq!(
+        h.store()
+            .merge_full_text_if_quiet(&mut watch)
+            .await
+            .unwrap(),
+        None,
+        "written since the last look"
+    );
+    let merged = h
+        .store()
+        .merge_full_text_if_quiet(&mut watch)
+        .await
+        .unwrap()
+        .expect("merged");
+    assert_eq!((merged.from, merged.to, merged.interrupted), (3, 1, false));
+    assert_eq!(segments(&h).await, 1);
+    integrity_check(&h).await;
+    let hits = |query: &'static str| {
+        let h = &h;
+        async move {
+            h.call("memory.search", json!({ "query": query }))
+                .await
+                .unwrap()["hits"]
+                .as_array()
+                .unwrap()
+                .len()
+        }
+    };
+    assert_eq!((hits("omega7").await, hits("alpha7").await), (1, 0));
 }
 
 #[tokio::test]
@@ -110,7 +186,7 @@ async fn postgresql_has_no_full_text_merging() {
             continue;
         }
         assert_eq!(h.store().full_text_state().await.unwrap(), None);
-        let mut last = None;
+        let mut last = FullTextWatch::default();
         assert_eq!(
             h.store().merge_full_text_if_quiet(&mut last).await.unwrap(),
             None

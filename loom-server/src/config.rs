@@ -81,7 +81,7 @@ pub struct Config {
     /// `LOOM_WORKERS` (true): run background workers (the MCP session-run
     /// sweep). A deployment where no replica runs them keeps idle runs open.
     pub workers: bool,
-    /// `LOOM_FTS_MERGE_IDLE_SECS` (5; 0 turns it off): on SQLite, merge the
+    /// `LOOM_FTS_MERGE_IDLE_SECS` (2; 0 turns it off): on SQLite, merge the
     /// full-text index once nobody has written it for this long (a worker).
     pub fts_merge_idle: Option<Duration>,
     /// `LOOM_OAUTH_ENABLED` (false): serve OAuth 2.1 sign-in (`/oauth/*`, discovery).
@@ -225,7 +225,7 @@ impl Default for Config {
             load_revocations: true,
             mcp: Default::default(),
             workers: true,
-            fts_merge_idle: Some(Duration::from_secs(5)),
+            fts_merge_idle: Some(Duration::from_secs(2)),
             search_fan_out: loom_ops::search::FAN_OUT,
             oauth_enabled: false,
             oauth_issuer: None,
@@ -574,7 +574,7 @@ mod tests {
     #[test]
     fn the_full_text_merge_waits_five_quiet_seconds_unless_told_otherwise() {
         let c = Config::from_vars(&HashMap::new()).unwrap();
-        assert_eq!(c.fts_merge_idle, Some(Duration::from_secs(5)));
+        assert_eq!(c.fts_merge_idle, Some(Duration::from_secs(2)));
         let c = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "60")])).unwrap();
         assert_eq!(c.fts_merge_idle, Some(Duration::from_secs(60)));
         let c = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "0")])).unwrap();

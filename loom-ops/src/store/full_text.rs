@@ -4,16 +4,31 @@
 //! text adds one (see `full_text_queue`), and its automerge combines them
 //! a level at a time (two of a level into one of the next, migration
 //! 0011), so a store that has seen writes holds a few segments: 4 after
-//! the benchmark's pre-fill, about 6 after 20 seconds of writes. A search opens an iterator per word per segment, and
-//! walks them all: on 100,000 memories a fully merged index served 22%
-//! more searches a second than the pre-filled one.
+//! the benchmark's pre-fill, 6-18 after 20 seconds of writes. A search
+//! opens an iterator per word per segment, and walks them all: on 100,000
+//! memories a fully merged index served 22% more searches a second than
+//! the pre-filled one.
+//!
+//! Rewrites cost a search more than the segments they add. A changed
+//! memory's old words stay in the segment that holds them, cancelled by
+//! deletions in a newer segment, until a merge takes in both; the large
+//! old segments are the last automerge reaches. After 20 seconds of
+//! `memory.set` on 100,000 memories (most of them rewritten) the index
+//! held 1.7 times the leaf pages of the pre-fill, and a search cost 1,190
+//! µs of the server's CPU against 700-750 on the pre-filled index or the
+//! same one fully merged; merging only its small segments (17 down to 4)
+//! left it at 1,180.
 //!
 //! Merging everything into one segment rewrites the whole index, which
 //! would be waste while writes keep adding segments (that is why FTS5's
 //! own automerge does not). So the server merges only an index nobody has
-//! written for a while (`loom-server`'s `full_text` worker), in steps of
-//! [`STEP_PAGES`] pages, each a write of its own through the one writer,
-//! and stops as soon as anyone else writes the index.
+//! written for a while (`loom-server`'s `full_text` worker), and only one
+//! worth it: in [`MERGE_FROM_SEGMENTS`] segments or more, or grown by
+//! [`MERGE_FROM_GROWTH_PCT`] percent over the fewest leaf pages it has
+//! held since the worker began watching it (a rewritten index grows; a
+//! merged one shrinks back). It merges in steps of [`STEP_PAGES`] pages,
+//! each a write of its own through the one writer, and stops as soon as
+//! anyone else writes the index.
 
 use loom_core::OpResult;
 
@@ -26,6 +41,12 @@ const STEP_PAGES: i64 = 200;
 /// A quiet index is merged from this many segments up: fewer cost a search
 /// little, and each merge rewrites the whole index.
 const MERGE_FROM_SEGMENTS: i64 = 8;
+/// ... or from this much growth of its leaf pages (stale words and their
+/// deletions, or new memories) over the fewest it held. A full merge
+/// rewrites every page, so at a quarter the index is rewritten at most
+/// once per quarter of its size written anew: about five pages written
+/// for each page of growth, as an LSM tree's upkeep goes.
+const MERGE_FROM_GROWTH_PCT: i64 = 25;
 /// A bound on one merge's steps (10 for 100,000 memories), should the index
 /// never settle.
 const MOST_STEPS: u32 = 10_000;
@@ -51,6 +72,98 @@ pub struct FullTextState {
     structure: Vec<u8>,
     /// How many segments the index holds.
     pub segments: i64,
+    /// The leaf pages of all its segments (`None`: a structure record
+    /// this code cannot read; only the segment count then decides).
+    pub pages: Option<i64>,
+}
+
+/// What the merge worker remembers between two looks at the index.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FullTextWatch {
+    /// The index at the last look.
+    last: Option<FullTextState>,
+    /// The fewest leaf pages it held at any look: its size when clean.
+    least_pages: Option<i64>,
+}
+
+impl FullTextWatch {
+    /// Remembers a look; true when nobody wrote the index since the last.
+    fn look(&mut self, now: &FullTextState) -> bool {
+        let quiet = self.last.as_ref() == Some(now);
+        if let Some(pages) = now.pages {
+            self.least_pages = Some(self.least_pages.map_or(pages, |least| least.min(pages)));
+        }
+        self.last = Some(now.clone());
+        quiet
+    }
+
+    /// Whether the index, as last seen, is worth a full merge.
+    fn worth_merging(&self) -> bool {
+        let Some(now) = &self.last else {
+            return false;
+        };
+        let grown = match (now.pages, self.least_pages) {
+            (Some(pages), Some(least)) => pages * 100 >= least * (100 + MERGE_FROM_GROWTH_PCT),
+            _ => false,
+        };
+        now.segments >= MERGE_FROM_SEGMENTS || (now.segments >= 2 && grown)
+    }
+}
+
+/// The segments and leaf pages FTS5's structure record lists, read as
+/// SQLite's `fts5StructureDecode` reads it: a 4-byte cookie, a 4-byte
+/// marker on a version-2 record, then varints: the levels, the segments,
+/// a write counter, and per level the segments being merged and its
+/// segments, each an id, a first and a last leaf page (five more varints
+/// each on a version-2 record). `None` for a record it cannot read.
+fn decode_structure(record: &[u8]) -> Option<(i64, i64)> {
+    const V2: [u8; 4] = [0xff, 0x00, 0x00, 0x01];
+    let mut at = 4;
+    let v2 = record.get(4..8) == Some(&V2[..]);
+    if v2 {
+        at += 4;
+    }
+    let mut next = || varint(record, &mut at);
+    let levels = next()?;
+    let segments = next()?;
+    next()?; // the write counter
+    let (mut counted, mut pages) = (0_u64, 0_u64);
+    for _ in 0..levels {
+        next()?; // segments being merged
+        let on_level = next()?;
+        for _ in 0..on_level {
+            next()?; // the segment's id
+            let (first, last) = (next()?, next()?);
+            pages = pages.checked_add(last.checked_sub(first)? + 1)?;
+            if v2 {
+                for _ in 0..5 {
+                    next()?;
+                }
+            }
+        }
+        counted = counted.checked_add(on_level)?;
+    }
+    (counted == segments)
+        .then(|| Some((i64::try_from(segments).ok()?, i64::try_from(pages).ok()?)))
+        .flatten()
+}
+
+/// One of SQLite's varints at `at`: big-endian groups of 7 bits, the high
+/// bit set on every byte but the last; a ninth byte gives all its 8 bits.
+fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut value = 0_u64;
+    for n in 0..9 {
+        let byte = *bytes.get(*at)?;
+        *at += 1;
+        if n == 8 {
+            return Some((value << 8) | u64::from(byte));
+        }
+        value = (value << 7) | u64::from(byte & 0x7f);
+        if byte & 0x80 == 0 {
+            return Some(value);
+        }
+    }
+    None
 }
 
 impl Store {
@@ -68,27 +181,28 @@ impl Store {
         .fetch_one(self.reader())
         .await
         .map_err(db_error)?;
+        let structure = structure.unwrap_or_default();
+        let pages = decode_structure(&structure).map(|(_, pages)| pages);
         Ok(Some(FullTextState {
-            structure: structure.unwrap_or_default(),
+            structure,
             segments,
+            pages,
         }))
     }
 
     /// One look at the full-text index, for a worker that looks every few
-    /// seconds: when nobody wrote it since the last look (`last`) and it
-    /// holds [`MERGE_FROM_SEGMENTS`] segments or more, merges it step by
-    /// step into one, stopping early when a segment it did not write
-    /// appears (someone wrote). `None` when it did not merge.
+    /// seconds: when nobody wrote it since the last look (`watch`) and it
+    /// is worth it (the module doc), merges it step by step into one,
+    /// stopping early when a segment it did not write appears (someone
+    /// wrote). `None` when it did not merge.
     pub async fn merge_full_text_if_quiet(
         &self,
-        last: &mut Option<FullTextState>,
+        watch: &mut FullTextWatch,
     ) -> OpResult<Option<Merged>> {
         let Some(now) = self.full_text_state().await? else {
             return Ok(None);
         };
-        let quiet = last.as_ref() == Some(&now);
-        *last = Some(now.clone());
-        if !quiet || now.segments < MERGE_FROM_SEGMENTS {
+        if !watch.look(&now) || !watch.worth_merging() {
             return Ok(None);
         }
         let mut merged = Merged {
@@ -114,7 +228,7 @@ impl Store {
                 break;
             };
             merged.to = after.segments;
-            *last = Some(after.clone());
+            watch.look(&after);
             if after.segments > most {
                 merged.interrupted = true;
                 break;
@@ -148,5 +262,81 @@ impl Store {
             .map_err(db_error)?;
         tx.commit_unaudited().await?;
         Ok(after - changed >= 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(hex: &str) -> Vec<u8> {
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Records read from the benchmark's stores: the pre-filled index (4
+    /// segments of 120, 349, 697 and 1393 pages) and the same after 20
+    /// seconds of `memory.set` (17 segments on 6 levels).
+    #[test]
+    fn structure_records_give_their_segments_and_pages() {
+        let prefilled = bytes("000000010404940b000101017800010701825d000104018539000103018a71");
+        assert_eq!(decode_structure(&prefilled), Some((4, 2559)));
+        let rewritten = bytes(
+            "000000010a1181812a000c0401010601010701020801010901010a01020b01010c01020d01010e01010f\
+             0102100101000115010b000103011e000000000000000102018266000000010101897e000105019514",
+        );
+        assert_eq!(decode_structure(&rewritten), Some((17, 4401)));
+        // Cut short, or counting segments it does not list: unreadable.
+        assert_eq!(decode_structure(&prefilled[..prefilled.len() - 1]), None);
+        let mut miscounted = prefilled.clone();
+        miscounted[5] = 5;
+        assert_eq!(decode_structure(&miscounted), None);
+        assert_eq!(decode_structure(&[]), None);
+    }
+
+    #[test]
+    fn varints_take_seven_bits_a_byte_and_all_eight_of_a_ninth() {
+        let read = |b: &[u8]| varint(b, &mut 0);
+        assert_eq!(read(&[0x78]), Some(120));
+        assert_eq!(read(&[0x82, 0x5d]), Some(349));
+        assert_eq!(read(&[0xff; 9]), Some(u64::MAX));
+        assert_eq!(read(&[0x80]), None);
+    }
+
+    fn state(segments: i64, pages: i64, cookie: u8) -> FullTextState {
+        FullTextState {
+            structure: vec![cookie],
+            segments,
+            pages: Some(pages),
+        }
+    }
+
+    #[test]
+    fn a_quiet_index_is_worth_merging_when_fragmented_or_grown() {
+        let mut watch = FullTextWatch::default();
+        assert!(!watch.look(&state(4, 1000, 1)));
+        assert!(watch.look(&state(4, 1000, 1)));
+        assert!(!watch.worth_merging());
+        // Grown by a fifth: not yet.
+        watch.look(&state(5, 1200, 2));
+        assert!(!watch.worth_merging());
+        // By a quarter over the fewest pages seen.
+        watch.look(&state(5, 1250, 3));
+        assert!(watch.worth_merging());
+        // One segment, however large, has nothing to merge.
+        watch.look(&state(1, 5000, 4));
+        assert!(!watch.worth_merging());
+        // Eight segments, grown or not.
+        watch.look(&state(8, 1000, 5));
+        assert!(watch.worth_merging());
+        // A record this code cannot read: only the segments count.
+        let unread = FullTextState {
+            pages: None,
+            ..state(7, 0, 6)
+        };
+        watch.look(&unread);
+        assert!(!watch.worth_merging());
     }
 }
