@@ -2,7 +2,7 @@
 
 mod common;
 
-use loom_ops::store::FullTextWatch;
+use loom_ops::store::{FullTextWatch, Merged};
 use serde_json::json;
 
 use common::{full_text_integrity_check as integrity_check, full_text_segments as segments};
@@ -13,6 +13,11 @@ async fn without_automerge() -> common::Harness {
     let h = common::sqlite().await;
     common::full_text_setting(&h, "automerge", 0).await;
     h
+}
+
+/// One look of the merge worker at the index.
+async fn look(h: &common::Harness, watch: &mut FullTextWatch) -> Option<Merged> {
+    h.store().merge_full_text_if_quiet(watch).await.unwrap()
 }
 
 #[tokio::test]
@@ -30,17 +35,9 @@ async fn a_quiet_index_in_many_segments_is_merged_into_one_and_still_answers() {
     assert!(before >= 12, "{before}");
 
     // The first look only remembers; nobody wrote before the second.
-    let mut last = FullTextWatch::default();
-    assert_eq!(
-        h.store().merge_full_text_if_quiet(&mut last).await.unwrap(),
-        None
-    );
-    let merged = h
-        .store()
-        .merge_full_text_if_quiet(&mut last)
-        .await
-        .unwrap()
-        .expect("merged");
+    let mut watch = FullTextWatch::default();
+    assert_eq!(look(&h, &mut watch).await, None);
+    let merged = look(&h, &mut watch).await.expect("merged");
     assert_eq!(
         (merged.from, merged.to, merged.interrupted),
         (before, 1, false)
@@ -60,10 +57,7 @@ async fn a_quiet_index_in_many_segments_is_merged_into_one_and_still_answers() {
     assert_eq!(one["hits"][0]["memory_key"], "k7");
 
     // One segment: nothing to do.
-    assert_eq!(
-        h.store().merge_full_text_if_quiet(&mut last).await.unwrap(),
-        None
-    );
+    assert_eq!(look(&h, &mut watch).await, None);
 }
 
 #[tokio::test]
@@ -78,12 +72,9 @@ async fn an_index_written_between_two_looks_is_left_alone() {
     for i in 0..10 {
         set(i).await.unwrap();
     }
-    let mut last = FullTextWatch::default();
+    let mut watch = FullTextWatch::default();
     for i in 10..13 {
-        assert_eq!(
-            h.store().merge_full_text_if_quiet(&mut last).await.unwrap(),
-            None
-        );
+        assert_eq!(look(&h, &mut watch).await, None);
         set(i).await.unwrap();
     }
     assert!(segments(&h).await >= 13);
@@ -95,12 +86,9 @@ async fn an_index_written_between_two_looks_is_left_alone() {
     )
     .await
     .unwrap();
-    let mut last = FullTextWatch::default();
+    let mut watch = FullTextWatch::default();
     for _ in 0..2 {
-        assert_eq!(
-            h.store().merge_full_text_if_quiet(&mut last).await.unwrap(),
-            None
-        );
+        assert_eq!(look(&h, &mut watch).await, None);
     }
 }
 
@@ -123,24 +111,12 @@ async fn a_quiet_index_grown_by_rewrites_is_merged_though_in_few_segments() {
     };
     let mut watch = FullTextWatch::default();
     set("long", words("alpha")).await.unwrap();
-    assert_eq!(
-        h.store()
-            .merge_full_text_if_quiet(&mut watch)
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(look(&h, &mut watch).await, None);
 
     // A small memory more: a second segment, a page or two: left alone.
     set("short", "deploy".into()).await.unwrap();
     for _ in 0..2 {
-        assert_eq!(
-            h.store()
-                .merge_full_text_if_quiet(&mut watch)
-                .await
-                .unwrap(),
-            None
-        );
+        assert_eq!(look(&h, &mut watch).await, None);
     }
     assert_eq!(segments(&h).await, 2);
 
@@ -149,22 +125,27 @@ async fn a_quiet_index_grown_by_rewrites_is_merged_though_in_few_segments() {
     set("long", words("omega")).await.unwrap();
     assert_eq!(segments(&h).await, 3);
     assert_eq!(
-        h.store()
-            .merge_full_text_if_quiet(&mut watch)
-            .await
-            .unwrap(),
+        look(&h, &mut watch).await,
         None,
         "written since the last look"
     );
-    let merged = h
-        .store()
-        .merge_full_text_if_quiet(&mut watch)
-        .await
-        .unwrap()
-        .expect("merged");
+    let merged = look(&h, &mut watch).await.expect("merged");
     assert_eq!((merged.from, merged.to, merged.interrupted), (3, 1, false));
     assert_eq!(segments(&h).await, 1);
     integrity_check(&h).await;
+    // Two new long memories triple the pages; merged, that is the index's
+    // size from then on, and a small write more is a second segment, not
+    // growth to merge again.
+    set("long2", words("beta")).await.unwrap();
+    set("long3", words("gamma")).await.unwrap();
+    assert_eq!(look(&h, &mut watch).await, None);
+    let merged = look(&h, &mut watch).await.expect("merged");
+    assert_eq!((merged.from, merged.to), (3, 1));
+    set("short", "deploy again".into()).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(look(&h, &mut watch).await, None);
+    }
+    assert_eq!(segments(&h).await, 2);
     let hits = |query: &'static str| {
         let h = &h;
         async move {
@@ -186,11 +167,8 @@ async fn postgresql_has_no_full_text_merging() {
             continue;
         }
         assert_eq!(h.store().full_text_state().await.unwrap(), None);
-        let mut last = FullTextWatch::default();
-        assert_eq!(
-            h.store().merge_full_text_if_quiet(&mut last).await.unwrap(),
-            None
-        );
+        let mut watch = FullTextWatch::default();
+        assert_eq!(look(&h, &mut watch).await, None);
         assert!(!h.store().merge_full_text_step().await.unwrap());
     }
 }

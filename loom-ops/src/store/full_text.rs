@@ -24,9 +24,9 @@
 //! own automerge does not). So the server merges only an index nobody has
 //! written for a while (`loom-server`'s `full_text` worker), and only one
 //! worth it: in [`MERGE_FROM_SEGMENTS`] segments or more, or grown by
-//! [`MERGE_FROM_GROWTH_PCT`] percent over the fewest leaf pages it has
-//! held since the worker began watching it (a rewritten index grows; a
-//! merged one shrinks back). It merges in steps of [`STEP_PAGES`] pages,
+//! [`MERGE_FROM_GROWTH_PCT`] percent in leaf pages over its size after
+//! the worker's last full merge (before one, the fewest pages it has seen
+//! the index hold). It merges in steps of [`STEP_PAGES`] pages,
 //! each a write of its own through the one writer, and stops as soon as
 //! anyone else writes the index.
 
@@ -42,7 +42,7 @@ const STEP_PAGES: i64 = 200;
 /// little, and each merge rewrites the whole index.
 const MERGE_FROM_SEGMENTS: i64 = 8;
 /// ... or from this much growth of its leaf pages (stale words and their
-/// deletions, or new memories) over the fewest it held. A full merge
+/// deletions, or new memories) over its clean size. A full merge
 /// rewrites every page, so at a quarter the index is rewritten at most
 /// once per quarter of its size written anew: about five pages written
 /// for each page of growth, as an LSM tree's upkeep goes.
@@ -82,7 +82,8 @@ pub struct FullTextState {
 pub struct FullTextWatch {
     /// The index at the last look.
     last: Option<FullTextState>,
-    /// The fewest leaf pages it held at any look: its size when clean.
+    /// Its clean size: its leaf pages after the last full merge, or the
+    /// fewest it held at any look since (or before one).
     least_pages: Option<i64>,
 }
 
@@ -95,6 +96,14 @@ impl FullTextWatch {
         }
         self.last = Some(now.clone());
         quiet
+    }
+
+    /// Remembers a finished merge: its outcome is the index's clean size
+    /// from now on, grown or shrunk (new memories merged in are not growth
+    /// to merge again).
+    fn merged(&mut self, after: &FullTextState) {
+        self.last = Some(after.clone());
+        self.least_pages = after.pages;
     }
 
     /// Whether the index, as last seen, is worth a full merge.
@@ -213,6 +222,7 @@ impl Store {
         };
         // The first step adds the segment it merges into.
         let mut most = now.segments + 1;
+        let mut seen = now;
         loop {
             let started = std::time::Instant::now();
             if merged.steps >= MOST_STEPS || !self.merge_full_text_step().await? {
@@ -234,6 +244,10 @@ impl Store {
                 break;
             }
             most = after.segments;
+            seen = after;
+        }
+        if !merged.interrupted {
+            watch.merged(&seen);
         }
         Ok(Some(merged))
     }
@@ -331,10 +345,17 @@ mod tests {
         // Eight segments, grown or not.
         watch.look(&state(8, 1000, 5));
         assert!(watch.worth_merging());
+        // Merged into one larger than the fewest pages seen (new memories):
+        // the new size is the one growth counts from.
+        watch.merged(&state(1, 1400, 6));
+        watch.look(&state(2, 1450, 7));
+        assert!(!watch.worth_merging());
+        watch.look(&state(2, 1750, 8));
+        assert!(watch.worth_merging());
         // A record this code cannot read: only the segments count.
         let unread = FullTextState {
             pages: None,
-            ..state(7, 0, 6)
+            ..state(7, 0, 9)
         };
         watch.look(&unread);
         assert!(!watch.worth_merging());
