@@ -112,7 +112,10 @@ impl FullTextWatch {
             return false;
         };
         let grown = match (now.pages, self.least_pages) {
-            (Some(pages), Some(least)) => pages * 100 >= least * (100 + MERGE_FROM_GROWTH_PCT),
+            (Some(pages), Some(least)) => {
+                i128::from(pages) * 100
+                    >= i128::from(least) * i128::from(100 + MERGE_FROM_GROWTH_PCT)
+            }
             _ => false,
         };
         now.segments >= MERGE_FROM_SEGMENTS || (now.segments >= 2 && grown)
@@ -143,7 +146,7 @@ fn decode_structure(record: &[u8]) -> Option<(i64, i64)> {
         for _ in 0..on_level {
             next()?; // the segment's id
             let (first, last) = (next()?, next()?);
-            pages = pages.checked_add(last.checked_sub(first)? + 1)?;
+            pages = pages.checked_add(last.checked_sub(first)?.checked_add(1)?)?;
             if v2 {
                 for _ in 0..5 {
                     next()?;
@@ -308,6 +311,16 @@ mod tests {
         miscounted[5] = 5;
         assert_eq!(decode_structure(&miscounted), None);
         assert_eq!(decode_structure(&[]), None);
+        // A segment whose last page comes before its first, or page
+        // numbers past any count: unreadable, not a panic.
+        let mut backwards = prefilled.clone();
+        backwards[11] = 0x79; // first page 121, last 120
+        assert_eq!(decode_structure(&backwards), None);
+        // One level, one segment: id 1, pages 0 to u64::MAX.
+        let mut huge = bytes("00000001010100000101");
+        huge.push(0x00);
+        huge.extend([0xff; 9]);
+        assert_eq!(decode_structure(&huge), None);
     }
 
     #[test]
