@@ -146,7 +146,7 @@ pub async fn call_to_completion(app: Arc<App>, req: CallRequest) -> CallOutcome 
 /// Runs steps 2 to 8 of the pipeline for one authenticated call. It stops
 /// where it is if its future is dropped: transports use
 /// [`call_to_completion`].
-pub async fn call(app: &App, req: CallRequest) -> CallOutcome {
+pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
     let started = Instant::now();
     let op = req.op;
     let mut cx = OpCx::new(op.name.as_str(), app.services.clone());
@@ -171,7 +171,7 @@ pub async fn call(app: &App, req: CallRequest) -> CallOutcome {
         cx.caller.consumer.clone_from(&req.policy.consumer);
     }
 
-    let result = run(app, &mut cx, &req).await;
+    let result = run(app, &mut cx, &mut req).await;
     let (result, status, replayed) = match result {
         Ok(a) => (Ok(a.value), a.status, a.replayed),
         Err(e) => {
@@ -233,7 +233,7 @@ pub async fn call(app: &App, req: CallRequest) -> CallOutcome {
     }
 }
 
-async fn run(app: &App, cx: &mut OpCx, req: &CallRequest) -> Result<Answer, LoomError> {
+async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, LoomError> {
     let op = req.op;
     // 2. identity defaults
     let known;
@@ -307,7 +307,8 @@ async fn run(app: &App, cx: &mut OpCx, req: &CallRequest) -> Result<Answer, Loom
             }
         }
     };
-    let result = validate_and_run(cx, op, &req.args).await;
+    // The arguments go to the op: nothing after it reads them.
+    let result = validate_and_run(cx, op, std::mem::take(&mut req.args)).await;
     if let Some(key) = claimed {
         let stored = match &result {
             Ok(value) => {
@@ -378,13 +379,11 @@ pub async fn check_access(
     }
 }
 
-async fn validate_and_run(cx: &OpCx, op: &'static Op, args: &Value) -> Result<Value, LoomError> {
+async fn validate_and_run(cx: &OpCx, op: &'static Op, args: Value) -> Result<Value, LoomError> {
     // 6. arguments
     // The server-filled keys an op does not declare were read for identity
     // (step 2) and are accepted by name; the op never sees them.
-    let args = op
-        .validator()
-        .without_undeclared_server_filled(args.clone());
+    let args = op.validator().without_undeclared_server_filled(args);
     op.validator().check(&op.name, &args, !op.read_only())?;
     // 7. the handler, under its latency budget
     match tokio::time::timeout(op.budget, (op.meta.call)(cx, args)).await {
