@@ -572,7 +572,7 @@ mod tests {
     }
 
     #[test]
-    fn the_full_text_merge_waits_five_quiet_seconds_unless_told_otherwise() {
+    fn the_full_text_merge_waits_two_quiet_seconds_unless_told_otherwise() {
         let c = Config::from_vars(&HashMap::new()).unwrap();
         assert_eq!(c.fts_merge_idle, Some(Duration::from_secs(2)));
         let c = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "60")])).unwrap();

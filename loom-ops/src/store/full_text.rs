@@ -185,16 +185,25 @@ impl Store {
         if self.backend() != Backend::Sqlite {
             return Ok(None);
         }
-        // id 10 is FTS5's structure record.
-        let (structure, segments): (Option<Vec<u8>>, i64) = sqlx::query_as(
-            "SELECT (SELECT block FROM memories_fts_data WHERE id = 10), \
-                    (SELECT count(DISTINCT segid) FROM memories_fts_idx)",
-        )
-        .fetch_one(self.reader())
-        .await
-        .map_err(db_error)?;
+        // id 10 is FTS5's structure record: it lists the segments and their
+        // pages. Counting the segments in the term index instead, a scan of
+        // it, is left for a record this code cannot read.
+        let structure: Option<Vec<u8>> =
+            sqlx::query_scalar("SELECT block FROM memories_fts_data WHERE id = 10")
+                .fetch_optional(self.reader())
+                .await
+                .map_err(db_error)?;
         let structure = structure.unwrap_or_default();
-        let pages = decode_structure(&structure).map(|(_, pages)| pages);
+        let (segments, pages) = match decode_structure(&structure) {
+            Some((segments, pages)) => (segments, Some(pages)),
+            None => (
+                sqlx::query_scalar("SELECT count(DISTINCT segid) FROM memories_fts_idx")
+                    .fetch_one(self.reader())
+                    .await
+                    .map_err(db_error)?,
+                None,
+            ),
+        };
         Ok(Some(FullTextState {
             structure,
             segments,

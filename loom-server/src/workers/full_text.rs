@@ -2,9 +2,9 @@
 //! (why and how: loom-ops `store::full_text`). It looks every
 //! `LOOM_FTS_MERGE_IDLE_SECS`; an index unchanged between two looks, and
 //! in enough segments or grown enough to be worth it, is merged into one,
-//! step by step through the writer. Several replicas may run it: a replica's steps are
-//! writes like any other, and the first to merge leaves the others
-//! nothing to do.
+//! step by step through the writer. Several replicas may run it: a
+//! replica's steps are writes like any other, and the first to merge
+//! leaves the others nothing to do.
 
 use std::sync::Arc;
 use std::time::Duration;
