@@ -396,6 +396,73 @@ async fn unknown_ops_wrong_methods_big_and_malformed_bodies() {
     }
 }
 
+/// Authorization keeps what it read of a namespace and a caller's grant
+/// (`LOOM_ACCESS_CACHE_MS`); a grant changed through the server applies to
+/// the very next call all the same, both ways.
+#[tokio::test]
+async fn a_changed_grant_applies_to_the_next_call_though_access_is_kept() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        sqlx::query(
+            "INSERT INTO namespaces (org, namespace, created_ms) VALUES ('acme', 'vault', 1)",
+        )
+        .execute(t.db.store.writer())
+        .await
+        .expect("namespace");
+        let root = t.token("acme", "root", Role::Admin, &[]);
+        let ana = t.token("acme", "ana", Role::Viewer, &["team"]);
+        let list = json!({"namespace": "vault"});
+        // Read (and kept): vault exists, ana holds no grant there.
+        for _ in 0..2 {
+            let a = t.post("grants.list", Some(&ana), list.clone()).await;
+            assert_envelope(&a, 403, "NAMESPACE_NOT_ACCESSIBLE", n);
+        }
+        let grant = |role: &str| json!({"namespace": "vault", "subject": "ana", "role": role});
+        let a = t.post("grants.set", Some(&root), grant("viewer")).await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        let a = t.post("grants.list", Some(&ana), list.clone()).await;
+        assert_eq!(
+            a.status, 200,
+            "{n}: the new grant applies at once: {}",
+            a.text
+        );
+        let a = t.post("grants.set", Some(&root), grant("none")).await;
+        assert_eq!(a.body["previous_role"], "viewer", "{n}: {}", a.text);
+        let a = t.post("grants.list", Some(&ana), list.clone()).await;
+        assert_envelope(&a, 403, "NAMESPACE_NOT_ACCESSIBLE", n);
+        t.server.shutdown().await;
+    }
+}
+
+/// With `LOOM_ACCESS_CACHE_MS=0` nothing is kept: a grant written straight
+/// into the database (by another replica, say) applies to the next call.
+#[tokio::test]
+async fn without_the_access_cache_a_grant_written_elsewhere_applies_at_once() {
+    for t in servers(|c| c.access_cache = std::time::Duration::ZERO).await {
+        let n = t.name();
+        sqlx::query(
+            "INSERT INTO namespaces (org, namespace, created_ms) VALUES ('acme', 'vault', 1)",
+        )
+        .execute(t.db.store.writer())
+        .await
+        .expect("namespace");
+        let ana = t.token("acme", "ana", Role::Viewer, &["team"]);
+        let list = json!({"namespace": "vault"});
+        let a = t.post("grants.list", Some(&ana), list.clone()).await;
+        assert_envelope(&a, 403, "NAMESPACE_NOT_ACCESSIBLE", n);
+        sqlx::query(
+            "INSERT INTO grants (org, namespace, subject, role, granted_by, created_ms) \
+             VALUES ('acme', 'vault', 'ana', 'viewer', 'elsewhere', 1)",
+        )
+        .execute(t.db.store.writer())
+        .await
+        .expect("grant");
+        let a = t.post("grants.list", Some(&ana), list).await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn roles_namespaces_and_grants() {
     for t in servers(|_| {}).await {

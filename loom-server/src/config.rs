@@ -64,6 +64,11 @@ pub struct Config {
     pub redis_key_prefix: String,
     /// `LOOM_REVOCATION_REFRESH_SECS` (10): how often every replica reloads the revocation list.
     pub revocation_refresh: Duration,
+    /// `LOOM_ACCESS_CACHE_MS` (1000; 0 keeps nothing): how long a server keeps
+    /// what it read of a namespace and of a caller's grant on it. Changes made
+    /// through this server apply at once; made by another replica or
+    /// straight in the database, within this time.
+    pub access_cache: Duration,
     /// `LOOM_IDEMPOTENCY_TTL_SECS` (86400): how long a stored answer is replayed.
     pub idempotency_ttl: Duration,
     /// `LOOM_SHUTDOWN_GRACE_SECS` (30): how long in-flight calls may finish on shutdown.
@@ -218,6 +223,7 @@ impl Default for Config {
             redis_url: None,
             redis_key_prefix: "loom:".into(),
             revocation_refresh: Duration::from_secs(10),
+            access_cache: loom_ops::store::DEFAULT_ACCESS_CACHE,
             idempotency_ttl: Duration::from_secs(86_400),
             shutdown_grace: Duration::from_secs(30),
             log_filter: "info".into(),
@@ -393,6 +399,13 @@ impl Config {
         if let Some(v) = get("LOOM_REVOCATION_REFRESH_SECS") {
             c.revocation_refresh = seconds("LOOM_REVOCATION_REFRESH_SECS", v)?;
         }
+        if let Some(v) = get("LOOM_ACCESS_CACHE_MS") {
+            c.access_cache = Duration::from_millis(parse::<u64>(
+                "LOOM_ACCESS_CACHE_MS",
+                v,
+                "a whole number of milliseconds",
+            )?);
+        }
         if let Some(v) = get("LOOM_IDEMPOTENCY_TTL_SECS") {
             c.idempotency_ttl = seconds("LOOM_IDEMPOTENCY_TTL_SECS", v)?;
         }
@@ -537,6 +550,7 @@ impl Config {
         let mut o = loom_ops::store::StoreOptions::new(self.database_url.clone());
         o.pg_schema = self.pg_schema.clone();
         o.max_connections = self.database_max_connections;
+        o.access_cache = self.access_cache;
         o
     }
 }
@@ -569,6 +583,19 @@ mod tests {
         assert!(e.contains("LOOM_AUTH_REQUIRED"), "{e}");
         let e = Config::from_vars(&vars(&[("LOOM_RATE_LIMIT_WRITE_PER_MIN", "0")])).unwrap_err();
         assert!(e.contains("LOOM_RATE_LIMIT_WRITE_PER_MIN"), "{e}");
+    }
+
+    #[test]
+    fn namespace_access_is_kept_a_second_unless_told_otherwise() {
+        let c = Config::from_vars(&HashMap::new()).unwrap();
+        assert_eq!(c.access_cache, Duration::from_secs(1));
+        assert_eq!(c.store_options().access_cache, Duration::from_secs(1));
+        let c = Config::from_vars(&vars(&[("LOOM_ACCESS_CACHE_MS", "0")])).unwrap();
+        assert_eq!(c.store_options().access_cache, Duration::ZERO);
+        let c = Config::from_vars(&vars(&[("LOOM_ACCESS_CACHE_MS", "250")])).unwrap();
+        assert_eq!(c.access_cache, Duration::from_millis(250));
+        let e = Config::from_vars(&vars(&[("LOOM_ACCESS_CACHE_MS", "1s")])).unwrap_err();
+        assert!(e.contains("LOOM_ACCESS_CACHE_MS"), "{e}");
     }
 
     #[test]

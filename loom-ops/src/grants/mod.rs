@@ -141,7 +141,7 @@ async fn set(cx: &OpCx, input: GrantsSetInput) -> OpResult<GrantSet> {
     let store = cx.service::<Store>()?;
     let (org, namespace) = (&cx.scope.org, &cx.scope.namespace);
     let previous_role = store
-        .namespace_access(org, namespace, subject)
+        .namespace_access_now(org, namespace, subject)
         .await?
         .granted;
     let role = input.role.role();
@@ -174,6 +174,8 @@ async fn set(cx: &OpCx, input: GrantsSetInput) -> OpResult<GrantSet> {
         }
     }
     tx.commit(cx).await?;
+    // The pipeline's next authorization reads the grant as it is now.
+    store.forget_namespace_access();
     Ok(GrantSet {
         org: org.clone(),
         namespace: namespace.clone(),

@@ -113,10 +113,29 @@ impl Store {
         Ok(true)
     }
 
-    /// What authorizing a call in `org/namespace` needs to know of it, in
-    /// one statement: every call's pipeline asks this, so it is one round
-    /// trip to the database, not one per fact.
+    /// What authorizing a call in `org/namespace` needs to know of it and
+    /// of `subject`'s grant there. Every call's pipeline asks this, so an
+    /// answer is kept a short while (`access_cache`, which says what that
+    /// costs); [`Store::namespace_access_now`] always reads.
     pub async fn namespace_access(
+        &self,
+        org: &str,
+        namespace: &str,
+        subject: &str,
+    ) -> OpResult<NamespaceAccess> {
+        let now = std::time::Instant::now();
+        if let Some(kept) = self.access.get(org, namespace, subject, now) {
+            return Ok(kept);
+        }
+        let read = self.access.begin_read(now);
+        let access = self.namespace_access_now(org, namespace, subject).await?;
+        self.access.keep(org, namespace, subject, &access, read);
+        Ok(access)
+    }
+
+    /// [`Store::namespace_access`] read from the database, in one
+    /// statement (one round trip, not one per fact).
+    pub async fn namespace_access_now(
         &self,
         org: &str,
         namespace: &str,
@@ -147,6 +166,12 @@ impl Store {
             restricted: restricted.is_some_and(|r| r != 0),
             granted: role.as_deref().map(parse_role).transpose()?,
         })
+    }
+
+    /// Forgets what [`Store::namespace_access`] kept: for a write that
+    /// changed namespaces or grants, once it has committed.
+    pub fn forget_namespace_access(&self) {
+        self.access.forget_all();
     }
 
     /// Every revoked token id.

@@ -14,6 +14,7 @@
 //! SQL is written once with `$1` placeholders, which both backends accept;
 //! where the dialects differ, [`Backend`] picks the statement.
 
+mod access_cache;
 mod batch;
 mod bind;
 mod checkpoint;
@@ -45,7 +46,7 @@ pub use inline::{all_rows, first_row};
 pub(crate) use multirow::execute_chunked;
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
-pub use open::{StoreOptions, default_connections, default_database_url};
+pub use open::{DEFAULT_ACCESS_CACHE, StoreOptions, default_connections, default_database_url};
 pub use rate_buckets::RateBudget;
 pub use read::ReadConn;
 pub use session_runs::SessionRunKey;
@@ -125,6 +126,9 @@ pub struct Store {
     inline: Option<std::sync::Arc<inline::Inline>>,
     /// Search terms' document frequencies, kept a while (SQLite's ranking).
     doc_freqs: std::sync::Arc<crate::memory::doc_freq::DocFreqs>,
+    /// What authorization read of namespaces and grants, kept a while
+    /// ([`Store::namespace_access`]).
+    access: std::sync::Arc<access_cache::AccessCache>,
 }
 
 impl Store {

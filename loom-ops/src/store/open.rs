@@ -55,7 +55,14 @@ pub struct StoreOptions {
     pub pg_schema: Option<String>,
     /// How long a call may wait for a connection.
     pub acquire_timeout: Duration,
+    /// How long what authorization read of a namespace and a subject's
+    /// grant on it is kept ([`Store::namespace_access`]); zero keeps nothing.
+    pub access_cache: Duration,
 }
+
+/// [`StoreOptions::access_cache`] unless told otherwise
+/// (`LOOM_ACCESS_CACHE_MS`).
+pub const DEFAULT_ACCESS_CACHE: Duration = Duration::from_secs(1);
 
 impl StoreOptions {
     /// Options for `url` with defaults.
@@ -65,6 +72,7 @@ impl StoreOptions {
             max_connections: None,
             pg_schema: None,
             acquire_timeout: Duration::from_secs(5),
+            access_cache: DEFAULT_ACCESS_CACHE,
         }
     }
 }
@@ -231,6 +239,9 @@ impl Store {
             kept,
             inline,
             doc_freqs: Default::default(),
+            access: std::sync::Arc::new(super::access_cache::AccessCache::new(
+                options.access_cache,
+            )),
         })
     }
 
