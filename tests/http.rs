@@ -396,6 +396,15 @@ async fn unknown_ops_wrong_methods_big_and_malformed_bodies() {
     }
 }
 
+/// Creates namespace `vault` in org `acme`, straight in the database (no
+/// op creates namespaces).
+async fn vault(t: &TestServer) {
+    sqlx::query("INSERT INTO namespaces (org, namespace, created_ms) VALUES ('acme', 'vault', 1)")
+        .execute(t.db.store.writer())
+        .await
+        .expect("namespace");
+}
+
 /// Authorization keeps what it read of a namespace and a caller's grant
 /// (`LOOM_ACCESS_CACHE_MS`); a grant changed through the server applies to
 /// the very next call all the same, both ways.
@@ -403,12 +412,7 @@ async fn unknown_ops_wrong_methods_big_and_malformed_bodies() {
 async fn a_changed_grant_applies_to_the_next_call_though_access_is_kept() {
     for t in servers(|_| {}).await {
         let n = t.name();
-        sqlx::query(
-            "INSERT INTO namespaces (org, namespace, created_ms) VALUES ('acme', 'vault', 1)",
-        )
-        .execute(t.db.store.writer())
-        .await
-        .expect("namespace");
+        vault(&t).await;
         let root = t.token("acme", "root", Role::Admin, &[]);
         let ana = t.token("acme", "ana", Role::Viewer, &["team"]);
         let list = json!({"namespace": "vault"});
@@ -440,12 +444,7 @@ async fn a_changed_grant_applies_to_the_next_call_though_access_is_kept() {
 async fn without_the_access_cache_a_grant_written_elsewhere_applies_at_once() {
     for t in servers(|c| c.access_cache = std::time::Duration::ZERO).await {
         let n = t.name();
-        sqlx::query(
-            "INSERT INTO namespaces (org, namespace, created_ms) VALUES ('acme', 'vault', 1)",
-        )
-        .execute(t.db.store.writer())
-        .await
-        .expect("namespace");
+        vault(&t).await;
         let ana = t.token("acme", "ana", Role::Viewer, &["team"]);
         let list = json!({"namespace": "vault"});
         let a = t.post("grants.list", Some(&ana), list.clone()).await;

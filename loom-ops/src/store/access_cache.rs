@@ -1,14 +1,16 @@
 //! What authorization read of a namespace and of a subject's grant on it,
-//! kept a short while ([`Store::namespace_access`]).
+//! kept a short while ([`Store::namespace_access`](super::Store::namespace_access)).
 //!
 //! Why: every call's pipeline asks it, and on SQLite it was a read
 //! transaction of its own next to the op's: under memory.get's full load
 //! the read was ~9% of the server's CPU (its share of SQLite's shared-memory
-//! locks, and the page cache every commit of the bookkeeping empties), and
-//! answering it from memory served ~10% more gets a second (bench/RESULTS.md).
+//! locks, and the page cache every commit of the bookkeeping empties);
+//! answered from memory, gets cost 4% fewer instructions and served 8% more
+//! a second on average over seven paired runs (bench/RESULTS.md).
 //!
 //! What it may cost: a change made through this process is seen at once
-//! (grants.set forgets everything kept after its commit, see [`AccessCache::forget_all`]);
+//! (grants.set forgets everything kept after its commit,
+//! [`AccessCache::forget_all`]);
 //! a change another replica or another program makes straight in the
 //! database is seen within the time kept (`LOOM_ACCESS_CACHE_MS`, 1 s by
 //! default; 0 keeps nothing). A namespace found missing is never kept, so
