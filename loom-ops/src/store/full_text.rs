@@ -98,12 +98,11 @@ impl FullTextWatch {
         quiet
     }
 
-    /// Remembers a finished merge: its outcome is the index's clean size
-    /// from now on, grown or shrunk (new memories merged in are not growth
-    /// to merge again).
-    fn merged(&mut self, after: &FullTextState) {
-        self.last = Some(after.clone());
-        self.least_pages = after.pages;
+    /// Remembers that a merge finished at the last look: the index's size
+    /// then is its clean size from now on, grown or shrunk (new memories
+    /// merged in are not growth to merge again).
+    fn merged(&mut self) {
+        self.least_pages = self.last.as_ref().and_then(|last| last.pages);
     }
 
     /// Whether the index, as last seen, is worth a full merge.
@@ -234,7 +233,6 @@ impl Store {
         };
         // The first step adds the segment it merges into.
         let mut most = now.segments + 1;
-        let mut seen = now;
         loop {
             let started = std::time::Instant::now();
             if merged.steps >= MOST_STEPS || !self.merge_full_text_step().await? {
@@ -256,10 +254,9 @@ impl Store {
                 break;
             }
             most = after.segments;
-            seen = after;
         }
         if !merged.interrupted {
-            watch.merged(&seen);
+            watch.merged();
         }
         Ok(Some(merged))
     }
@@ -369,7 +366,8 @@ mod tests {
         assert!(watch.worth_merging());
         // Merged into one larger than the fewest pages seen (new memories):
         // the new size is the one growth counts from.
-        watch.merged(&state(1, 1400, 6));
+        watch.look(&state(1, 1400, 6));
+        watch.merged();
         watch.look(&state(2, 1450, 7));
         assert!(!watch.worth_merging());
         watch.look(&state(2, 1750, 8));
