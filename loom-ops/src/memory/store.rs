@@ -706,25 +706,19 @@ pub async fn version_at(
 
 /// Inserts one `memory_exposures` row per serving.
 pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> OpResult<()> {
-    crate::store::execute_chunked(
-        conn,
-        served,
-        11,
-        |values| format!("INSERT INTO memory_exposures ({EXPOSURE_COLUMNS}) VALUES {values}"),
-        |q, s| {
-            q.bind(&s.org)
-                .bind(&s.namespace)
-                .bind(&s.agent)
-                .bind(&s.memory_key)
-                .bind(s.version)
-                .bind(&s.served_to)
-                .bind(&s.subject)
-                .bind(s.op)
-                .bind(s.run_id.as_deref())
-                .bind(&s.request_id)
-                .bind(s.at_ms)
-        },
-    )
+    crate::store::execute_chunked(conn, served, 11, insert_exposures_sql, |q, s| {
+        q.bind(&s.org)
+            .bind(&s.namespace)
+            .bind(&s.agent)
+            .bind(&s.memory_key)
+            .bind(s.version)
+            .bind(&s.served_to)
+            .bind(&s.subject)
+            .bind(s.op)
+            .bind(s.run_id.as_deref())
+            .bind(&s.request_id)
+            .bind(s.at_ms)
+    })
     .await
 }
 
@@ -750,27 +744,79 @@ fn add_recall(n: &str, last_ms: &str) -> String {
 const ADD_EXPOSURE_COUNT: &str = "ON CONFLICT (org, namespace, agent, memory_key, served_to) \
      DO UPDATE SET n = memory_exposure_counts.n + excluded.n";
 
+/// The exposures' insert of the `VALUES` rows `values`, on either path.
+fn insert_exposures_sql(values: &str) -> String {
+    format!("INSERT INTO memory_exposures ({EXPOSURE_COLUMNS}) VALUES {values}")
+}
+
+/// The exposure counts' upsert of the `VALUES` rows `values`.
+fn add_exposure_counts_sql(values: &str) -> String {
+    format!(
+        "INSERT INTO memory_exposure_counts (org, namespace, agent, memory_key, served_to, n) \
+         VALUES {values} {ADD_EXPOSURE_COUNT}"
+    )
+}
+
+/// The recall counts' update from the `VALUES` rows `values` ([`add_recalls`]).
+fn add_recalls_sql(backend: Backend, values: &str) -> String {
+    let by_id = match backend {
+        Backend::Sqlite => "memories.id = v.id AND ",
+        Backend::Postgres => "",
+    };
+    format!(
+        "WITH v (id, org, namespace, agent, memory_key, n, last_ms) AS (VALUES {values}) \
+         UPDATE memories SET {} FROM v WHERE {by_id}memories.org = v.org AND memories.namespace = v.namespace \
+         AND memories.agent = v.agent AND memories.memory_key = v.memory_key",
+        add_recall("v.n", "v.last_ms")
+    )
+}
+
 /// The usage log's batch on SQLite's direct writer ([`insert_exposures`],
-/// [`add_exposure_counts`] and [`add_recalls`] in one write), a row per
-/// step of a prepared statement.
+/// [`add_exposure_counts`] and [`add_recalls`] in one write), a statement
+/// per chunk of rows (`store::multirow` says why).
 pub(crate) fn write_usage_direct(
     conn: &rusqlite::Connection,
     served: &[Served],
     seen: &[Seen<'_>],
     recalls: &[Recall<'_>],
 ) -> rusqlite::Result<usize> {
-    static EXPOSURE: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "INSERT INTO memory_exposures ({EXPOSURE_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
-        )
-    });
-    static COUNT: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "INSERT INTO memory_exposure_counts (org, namespace, agent, memory_key, served_to, n) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6) {ADD_EXPOSURE_COUNT}"
-        )
-    });
+    use crate::store::execute_chunked_direct;
+    use rusqlite::types::ValueRef;
+    execute_chunked_direct(conn, served, insert_exposures_sql, |s| {
+        [
+            ValueRef::from(s.org.as_str()),
+            ValueRef::from(s.namespace.as_str()),
+            ValueRef::from(s.agent.as_str()),
+            ValueRef::from(s.memory_key.as_str()),
+            ValueRef::Integer(s.version),
+            ValueRef::from(s.served_to.as_str()),
+            ValueRef::from(s.subject.as_str()),
+            ValueRef::from(s.op),
+            ValueRef::from(s.run_id.as_deref()),
+            ValueRef::from(s.request_id.as_str()),
+            ValueRef::Integer(s.at_ms),
+        ]
+    })?;
+    execute_chunked_direct(
+        conn,
+        seen,
+        add_exposure_counts_sql,
+        |((org, namespace, agent, key, served_to), n)| {
+            [
+                ValueRef::from(*org),
+                ValueRef::from(*namespace),
+                ValueRef::from(*agent),
+                ValueRef::from(*key),
+                ValueRef::from(*served_to),
+                ValueRef::Integer(*n),
+            ]
+        },
+    )?;
+    // A statement per row here: by its id, one descent of the table each.
+    // As one `UPDATE … FROM (VALUES …)` per chunk (`add_recalls`) the
+    // recalls cost SQLite half as much again (bench/instructions.sh): it
+    // joins the chunk's rows to the table and collects what to change
+    // before changing it.
     static RECALL: LazyLock<String> = LazyLock::new(|| {
         format!(
             "UPDATE memories SET {} WHERE id = ?1 AND org = ?2 AND namespace = ?3 \
@@ -778,26 +824,6 @@ pub(crate) fn write_usage_direct(
             add_recall("?6", "?7")
         )
     });
-    let mut insert = conn.prepare_cached(&EXPOSURE)?;
-    for s in served {
-        insert.execute(rusqlite::params![
-            s.org,
-            s.namespace,
-            s.agent,
-            s.memory_key,
-            s.version,
-            s.served_to,
-            s.subject,
-            s.op,
-            s.run_id,
-            s.request_id,
-            s.at_ms,
-        ])?;
-    }
-    let mut count = conn.prepare_cached(&COUNT)?;
-    for ((org, namespace, agent, key, served_to), n) in seen {
-        count.execute(rusqlite::params![org, namespace, agent, key, served_to, n])?;
-    }
     let mut recall = conn.prepare_cached(&RECALL)?;
     for (id, (org, namespace, agent, key), n, last_ms) in recalls {
         recall.execute(rusqlite::params![
@@ -818,22 +844,12 @@ pub(crate) fn write_usage_direct(
 /// coordinates guarding against an id reused by a row deleted and written
 /// again since; PostgreSQL does not index `id` and finds rows by key.
 pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> OpResult<()> {
-    let by_id = match Backend::of(conn) {
-        Backend::Sqlite => "memories.id = v.id AND ",
-        Backend::Postgres => "",
-    };
+    let backend = Backend::of(conn);
     crate::store::execute_chunked(
         conn,
         recalls,
         7,
-        |values| {
-            format!(
-                "WITH v (id, org, namespace, agent, memory_key, n, last_ms) AS (VALUES {values}) \
-                 UPDATE memories SET {} FROM v WHERE {by_id}memories.org = v.org AND memories.namespace = v.namespace \
-                 AND memories.agent = v.agent AND memories.memory_key = v.memory_key",
-                add_recall("v.n", "v.last_ms")
-            )
-        },
+        |values| add_recalls_sql(backend, values),
         |q, (id, (org, namespace, agent, key), count, last_ms)| {
             q.bind(*id)
                 .bind(*org)
@@ -858,12 +874,7 @@ pub async fn add_exposure_counts(conn: &mut AnyConnection, seen: &[Seen<'_>]) ->
         conn,
         seen,
         6,
-        |values| {
-            format!(
-                "INSERT INTO memory_exposure_counts (org, namespace, agent, memory_key, served_to, n) \
-                 VALUES {values} {ADD_EXPOSURE_COUNT}"
-            )
-        },
+        add_exposure_counts_sql,
         |q, ((org, namespace, agent, key, served_to), n)| {
             q.bind(*org)
                 .bind(*namespace)

@@ -16,10 +16,12 @@
 //!
 //! A bookkeeping batch is thousands of rows of a few statements, which
 //! through sqlx were each bound into sqlx's own values on the runtime and
-//! run on the connection's worker thread; here a row is one step of a
-//! cached statement, and the batch commits with the group it joins. Under
-//! memory.get's full load that took the bookkeeping from ~21% to ~18% of
-//! the server's samples in `perf` (bench/RESULTS.md).
+//! run on the connection's worker thread; here its inserts run as cached
+//! multi-row statements, up to 64 rows a step (`multirow`), and the batch
+//! commits with the group it joins. Under memory.get's full load that took
+//! the bookkeeping from ~21% to ~18% of the server's samples in `perf`
+//! (bench/RESULTS.md), at a row per step; 64 rows a step took a further
+//! ~6% off memory.get's instructions (`bench/instructions.sh`).
 //!
 //! Sharing the file with sqlx's writer: the thread takes the group's lock
 //! ([`super::group`]) for each of its groups and commits the group open
@@ -41,7 +43,8 @@ use super::group::{OPEN_SAVEPOINT, RELEASE_SAVEPOINT, State, commit_open};
 use super::open::SQLITE_WRITER_SETTINGS;
 use super::worker::{self, Worker};
 
-/// Prepared statements the writer keeps: each one-step write is a few.
+/// Prepared statements the writer keeps: each one-step write is a few, and
+/// each multi-row insert of the bookkeeping one per chunk length (seven).
 const CACHED_STATEMENTS: usize = 64;
 /// The most calls one group commits: bounds a commit's size and the wait
 /// of the first call in it.

@@ -303,28 +303,22 @@ impl Store {
             return done.map(drop);
         }
         let mut tx = self.begin_write().await?;
-        super::execute_chunked(
-            tx.conn(),
-            events,
-            14,
-            |values| format!("INSERT INTO agent_events ({AGENT_EVENT_COLUMNS}) VALUES {values}"),
-            |q, e| {
-                q.bind(&e.org)
-                    .bind(&e.namespace)
-                    .bind(&e.subject)
-                    .bind(&e.agent)
-                    .bind(e.consumer.as_deref())
-                    .bind(&e.op)
-                    .bind(e.transport.as_str())
-                    .bind(e.run_id.as_deref())
-                    .bind(e.session_id.as_deref())
-                    .bind(&e.request_id)
-                    .bind(&e.outcome)
-                    .bind(i64::from(e.status))
-                    .bind(i64::try_from(e.latency_ms).unwrap_or(i64::MAX))
-                    .bind(e.at_ms)
-            },
-        )
+        super::execute_chunked(tx.conn(), events, 14, insert_agent_events_sql, |q, e| {
+            q.bind(&e.org)
+                .bind(&e.namespace)
+                .bind(&e.subject)
+                .bind(&e.agent)
+                .bind(e.consumer.as_deref())
+                .bind(&e.op)
+                .bind(e.transport.as_str())
+                .bind(e.run_id.as_deref())
+                .bind(e.session_id.as_deref())
+                .bind(&e.request_id)
+                .bind(&e.outcome)
+                .bind(i64::from(e.status))
+                .bind(i64::try_from(e.latency_ms).unwrap_or(i64::MAX))
+                .bind(e.at_ms)
+        })
         .await?;
         tx.commit_unaudited().await
     }
@@ -334,38 +328,36 @@ impl Store {
 const AGENT_EVENT_COLUMNS: &str = "org, namespace, subject, agent, consumer, op, transport, \
      run_id, session_id, request_id, outcome, status, latency_ms, at_ms";
 
-/// [`Store::insert_agent_events`] on SQLite's direct writer: a row per step
-/// of one prepared statement.
+/// The ledger's insert of the `VALUES` rows `values`, on either path.
+fn insert_agent_events_sql(values: &str) -> String {
+    format!("INSERT INTO agent_events ({AGENT_EVENT_COLUMNS}) VALUES {values}")
+}
+
+/// [`Store::insert_agent_events`] on SQLite's direct writer: a statement
+/// per chunk of rows (`store::multirow` says why).
 fn insert_agent_events_direct(
     conn: &rusqlite::Connection,
     events: &[AgentEvent],
 ) -> rusqlite::Result<usize> {
-    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        format!(
-            "INSERT INTO agent_events ({AGENT_EVENT_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
-        )
-    });
-    let mut insert = conn.prepare_cached(&SQL)?;
-    for e in events {
-        insert.execute(rusqlite::params![
-            e.org,
-            e.namespace,
-            e.subject,
-            e.agent,
-            e.consumer,
-            e.op,
-            e.transport.as_str(),
-            e.run_id,
-            e.session_id,
-            e.request_id,
-            e.outcome,
-            i64::from(e.status),
-            i64::try_from(e.latency_ms).unwrap_or(i64::MAX),
-            e.at_ms,
-        ])?;
-    }
-    Ok(events.len())
+    use rusqlite::types::ValueRef;
+    super::execute_chunked_direct(conn, events, insert_agent_events_sql, |e| {
+        [
+            ValueRef::from(e.org.as_str()),
+            ValueRef::from(e.namespace.as_str()),
+            ValueRef::from(e.subject.as_str()),
+            ValueRef::from(e.agent.as_str()),
+            ValueRef::from(e.consumer.as_deref()),
+            ValueRef::from(e.op.as_str()),
+            ValueRef::from(e.transport.as_str()),
+            ValueRef::from(e.run_id.as_deref()),
+            ValueRef::from(e.session_id.as_deref()),
+            ValueRef::from(e.request_id.as_str()),
+            ValueRef::from(e.outcome.as_str()),
+            ValueRef::Integer(i64::from(e.status)),
+            ValueRef::Integer(i64::try_from(e.latency_ms).unwrap_or(i64::MAX)),
+            ValueRef::Integer(e.at_ms),
+        ]
+    })
 }
 
 impl EventSink for Store {

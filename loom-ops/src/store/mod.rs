@@ -43,7 +43,7 @@ pub use error::db_error;
 pub use full_text::{FullTextState, FullTextWatch, Merged};
 pub use gates::{GrantRow, IdemBegin, NamespaceAccess, SIGNING_KEY_SETTING};
 pub use inline::{all_rows, first_row};
-pub(crate) use multirow::execute_chunked;
+pub(crate) use multirow::{execute_chunked, execute_chunked_direct};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
 pub use open::{DEFAULT_ACCESS_CACHE, StoreOptions, default_connections, default_database_url};
