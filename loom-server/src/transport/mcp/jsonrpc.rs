@@ -185,45 +185,51 @@ pub fn parse(body: &[u8]) -> Result<Body, FramingError> {
                     ),
                 });
             }
-            Ok(Body::Batch(items.iter().map(message).collect()))
+            Ok(Body::Batch(items.into_iter().map(message).collect()))
         }
-        other => Ok(Body::Single(message(&other))),
+        other => Ok(Body::Single(message(other))),
     }
 }
 
-fn message(v: &Value) -> Message {
-    let Some(obj) = v.as_object() else {
+/// One message of a body, taken apart: its params move into the message
+/// (a copy of them was a deep clone of every call's arguments).
+fn message(v: Value) -> Message {
+    let Value::Object(mut obj) = v else {
         return Message::Invalid {
             id: None,
             reason: "a message is a JSON object".into(),
         };
     };
     let raw_id = obj.get("id");
+    let has_id = raw_id.is_some();
     let id = raw_id.and_then(Id::from_value);
-    if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Message::Invalid {
             id,
             reason: "jsonrpc must be \"2.0\"".into(),
         };
     }
-    let Some(method) = obj.get("method") else {
-        if obj.contains_key("result") || obj.contains_key("error") {
+    let method = match obj.remove("method") {
+        Some(Value::String(method)) => method,
+        Some(_) => {
+            return Message::Invalid {
+                id,
+                reason: "method must be a string".into(),
+            };
+        }
+        None if obj.contains_key("result") || obj.contains_key("error") => {
             return Message::Response;
         }
-        return Message::Invalid {
-            id,
-            reason: "a request names its method".into(),
-        };
+        None => {
+            return Message::Invalid {
+                id,
+                reason: "a request names its method".into(),
+            };
+        }
     };
-    let Some(method) = method.as_str() else {
-        return Message::Invalid {
-            id,
-            reason: "method must be a string".into(),
-        };
-    };
-    let params = match obj.get("params") {
+    let params = match obj.remove("params") {
         None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(p @ Value::Object(_)) => p.clone(),
+        Some(p @ Value::Object(_)) => p,
         Some(_) => {
             return Message::Invalid {
                 id,
@@ -231,17 +237,10 @@ fn message(v: &Value) -> Message {
             };
         }
     };
-    match (raw_id, id) {
-        (None, _) => Message::Notification {
-            method: method.to_owned(),
-            params,
-        },
-        (Some(_), Some(id)) => Message::Request {
-            id,
-            method: method.to_owned(),
-            params,
-        },
-        (Some(_), None) => Message::Invalid {
+    match (has_id, id) {
+        (false, _) => Message::Notification { method, params },
+        (true, Some(id)) => Message::Request { id, method, params },
+        (true, None) => Message::Invalid {
             id: None,
             reason: "id must be a string or an integer".into(),
         },
@@ -296,6 +295,19 @@ mod tests {
             parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap(),
             Body::Single(Message::Notification { .. })
         ));
+        // The params arrive whole, in a batch as alone.
+        let call = r#"{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"t","arguments":{"k":[1,{"x":null}]}}}"#;
+        let params = json!({"name": "t", "arguments": {"k": [1, {"x": null}]}});
+        for body in [call.to_owned(), format!("[{call}]")] {
+            let message = match parse(body.as_bytes()).unwrap() {
+                Body::Single(m) => m,
+                Body::Batch(mut v) => v.remove(0),
+            };
+            let Message::Request { params: got, .. } = message else {
+                panic!("{body}")
+            };
+            assert_eq!(got, params, "{body}");
+        }
     }
 
     #[test]
