@@ -757,23 +757,10 @@ fn add_exposure_counts_sql(values: &str) -> String {
     )
 }
 
-/// The recall counts' update from the `VALUES` rows `values` ([`add_recalls`]).
-fn add_recalls_sql(backend: Backend, values: &str) -> String {
-    let by_id = match backend {
-        Backend::Sqlite => "memories.id = v.id AND ",
-        Backend::Postgres => "",
-    };
-    format!(
-        "WITH v (id, org, namespace, agent, memory_key, n, last_ms) AS (VALUES {values}) \
-         UPDATE memories SET {} FROM v WHERE {by_id}memories.org = v.org AND memories.namespace = v.namespace \
-         AND memories.agent = v.agent AND memories.memory_key = v.memory_key",
-        add_recall("v.n", "v.last_ms")
-    )
-}
-
 /// The usage log's batch on SQLite's direct writer ([`insert_exposures`],
-/// [`add_exposure_counts`] and [`add_recalls`] in one write), a statement
-/// per chunk of rows (`store::multirow` says why).
+/// [`add_exposure_counts`] and [`add_recalls`] in one write): the inserts a
+/// statement per chunk of rows (`store::multirow` says why), the recall
+/// counts a statement per row.
 pub(crate) fn write_usage_direct(
     conn: &rusqlite::Connection,
     served: &[Served],
@@ -844,12 +831,22 @@ pub(crate) fn write_usage_direct(
 /// coordinates guarding against an id reused by a row deleted and written
 /// again since; PostgreSQL does not index `id` and finds rows by key.
 pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> OpResult<()> {
-    let backend = Backend::of(conn);
+    let by_id = match Backend::of(conn) {
+        Backend::Sqlite => "memories.id = v.id AND ",
+        Backend::Postgres => "",
+    };
     crate::store::execute_chunked(
         conn,
         recalls,
         7,
-        |values| add_recalls_sql(backend, values),
+        |values| {
+            format!(
+                "WITH v (id, org, namespace, agent, memory_key, n, last_ms) AS (VALUES {values}) \
+                 UPDATE memories SET {} FROM v WHERE {by_id}memories.org = v.org AND memories.namespace = v.namespace \
+                 AND memories.agent = v.agent AND memories.memory_key = v.memory_key",
+                add_recall("v.n", "v.last_ms")
+            )
+        },
         |q, (id, (org, namespace, agent, key), count, last_ms)| {
             q.bind(*id)
                 .bind(*org)
