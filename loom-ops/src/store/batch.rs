@@ -18,10 +18,11 @@
 //! its call).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use loom_core::{BoxFuture, LoomError};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 /// Rows the channel holds before calls wait.
 pub const CAPACITY: usize = 10_000;
@@ -91,6 +92,18 @@ enum Msg<T> {
 pub struct BatchWriter<T> {
     what: &'static str,
     tx: mpsc::Sender<Msg<T>>,
+    /// How the writer is woken while it lingers over a short batch.
+    linger: Arc<Linger>,
+}
+
+/// What senders wake a lingering writer with: a batch's worth of rows (the
+/// rows queued on the channel and those the writer holds), a flush or a
+/// close. A row alone does not wake it (see [`run`]).
+#[derive(Default)]
+struct Linger {
+    wake: Notify,
+    /// Rows of the batch the writer holds while it lingers.
+    held: AtomicUsize,
 }
 
 impl<T> Clone for BatchWriter<T> {
@@ -98,6 +111,7 @@ impl<T> Clone for BatchWriter<T> {
         BatchWriter {
             what: self.what,
             tx: self.tx.clone(),
+            linger: self.linger.clone(),
         }
     }
 }
@@ -113,8 +127,9 @@ impl<T: Send + Sync + 'static> BatchWriter<T> {
     /// in log lines.
     pub fn start(what: &'static str, sink: Arc<dyn BatchSink<T>>) -> BatchWriter<T> {
         let (tx, rx) = mpsc::channel(CAPACITY);
-        tokio::spawn(run(what, sink, rx));
-        BatchWriter { what, tx }
+        let linger = Arc::new(Linger::default());
+        tokio::spawn(run(what, sink, rx, linger.clone()));
+        BatchWriter { what, tx, linger }
     }
 
     /// Queues one row.
@@ -124,6 +139,11 @@ impl<T: Send + Sync + 'static> BatchWriter<T> {
                 what = self.what,
                 "the batch writer has stopped: one row was not written"
             );
+        } else {
+            let queued = self.tx.max_capacity() - self.tx.capacity();
+            if queued + self.linger.held.load(Ordering::Relaxed) >= BATCH {
+                self.linger.wake.notify_one();
+            }
         }
     }
 
@@ -131,6 +151,7 @@ impl<T: Send + Sync + 'static> BatchWriter<T> {
     pub async fn flush(&self) {
         let (done, wait) = oneshot::channel();
         if self.tx.send(Msg::Flush(done)).await.is_ok() {
+            self.linger.wake.notify_one();
             let _ = wait.await;
         }
     }
@@ -139,6 +160,7 @@ impl<T: Send + Sync + 'static> BatchWriter<T> {
     pub async fn close(&self) {
         let (done, wait) = oneshot::channel();
         if self.tx.send(Msg::Close(done)).await.is_ok() {
+            self.linger.wake.notify_one();
             let _ = wait.await;
         }
     }
@@ -207,10 +229,18 @@ async fn retried<'a>(
     false
 }
 
+/// The writer task. Idle, it waits for a row; with a short batch it
+/// lingers until [`LINGER`] after the batch's first row, then takes what
+/// has queued meanwhile. It lingers asleep, not waiting on the channel:
+/// waiting there, every row sent woke it (a schedule and a poll of this
+/// task per call, and its timer set again each time), where now only a
+/// batch's worth of rows, a flush or a close does ([`BatchWriter`]'s
+/// `linger`).
 async fn run<T: Send + Sync + 'static>(
     what: &'static str,
     sink: Arc<dyn BatchSink<T>>,
     mut rx: mpsc::Receiver<Msg<T>>,
+    linger: Arc<Linger>,
 ) {
     let mut batch: Vec<T> = Vec::new();
     loop {
@@ -236,31 +266,38 @@ async fn run<T: Send + Sync + 'static>(
         let mut close = None;
         let mut next = Some(msg);
         let deadline = tokio::time::Instant::now() + LINGER;
-        while let Some(msg) = next.take() {
-            match msg {
-                Msg::Row(row) => batch.push(*row),
-                Msg::Flush(ack) => {
-                    // Write what came before it now: under load rows never
-                    // stop arriving, and a flush that waited for a quiet
-                    // moment waited for a hundred milliseconds and more.
-                    acks.push(ack);
-                    break;
+        'fill: loop {
+            while let Some(msg) = next.take() {
+                match msg {
+                    Msg::Row(row) => batch.push(*row),
+                    Msg::Flush(ack) => {
+                        // Write what came before it now: under load rows
+                        // never stop arriving, and a flush that waited for
+                        // a quiet moment waited a hundred milliseconds and
+                        // more.
+                        acks.push(ack);
+                        break 'fill;
+                    }
+                    Msg::Close(ack) => {
+                        close = Some(ack);
+                        break 'fill;
+                    }
                 }
-                Msg::Close(ack) => {
-                    close = Some(ack);
-                    break;
+                if batch.len() >= BATCH {
+                    write(what, sink.as_ref(), &mut batch).await;
                 }
+                next = rx.try_recv().ok();
             }
-            if batch.len() >= BATCH {
-                write(what, sink.as_ref(), &mut batch).await;
+            if tokio::time::Instant::now() >= deadline {
+                break;
             }
+            linger.held.store(batch.len(), Ordering::Relaxed);
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {}
+                () = linger.wake.notified() => {}
+            }
+            linger.held.store(0, Ordering::Relaxed);
             next = rx.try_recv().ok();
-            if next.is_none() && batch.len() < BATCH {
-                next = tokio::time::timeout_at(deadline, rx.recv())
-                    .await
-                    .ok()
-                    .flatten();
-            }
         }
         write(what, sink.as_ref(), &mut batch).await;
         if !acks.is_empty() {
@@ -329,6 +366,48 @@ mod tests {
         assert!(batches.iter().all(|b| !b.is_empty() && b.len() <= BATCH));
         let all: Vec<u32> = batches.into_iter().flatten().collect();
         assert_eq!(all, (0..1_234).collect::<Vec<_>>());
+    }
+
+    /// Keeps when (on the runtime's clock) each batch came, and its size.
+    #[derive(Default)]
+    struct Stamp {
+        batches: Mutex<Vec<(tokio::time::Instant, usize)>>,
+    }
+
+    impl BatchSink<u32> for Stamp {
+        fn write_batch<'a>(&'a self, rows: &'a Arc<[u32]>) -> BoxFuture<'a, Result<(), LoomError>> {
+            let now = tokio::time::Instant::now();
+            self.batches.lock().unwrap().push((now, rows.len()));
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_short_batch_lingers_and_a_full_one_goes_at_once() {
+        let sink = Arc::new(Stamp::default());
+        let w = BatchWriter::start("test", sink.clone());
+        let start = tokio::time::Instant::now();
+        let written = |n: usize| sink.batches.lock().unwrap().len() >= n;
+        // One row waits out the linger (the paused clock moves only when
+        // every task waits, so it moves straight to the writer's deadline).
+        w.record(1).await;
+        while !written(1) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let (at, rows) = sink.batches.lock().unwrap()[0];
+        assert_eq!(rows, 1);
+        assert!(at - start >= LINGER, "written after {:?}", at - start);
+        // A batch's worth wakes the writer: it goes before the linger ends.
+        let start = tokio::time::Instant::now();
+        for i in 0..BATCH as u32 {
+            w.record(i).await;
+        }
+        while !written(2) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let (at, rows) = sink.batches.lock().unwrap()[1];
+        assert_eq!(rows, BATCH);
+        assert!(at - start < LINGER, "written after {:?}", at - start);
     }
 
     /// Writes nothing at once: holds every row until asked.
