@@ -389,7 +389,8 @@ mod tests {
         let start = tokio::time::Instant::now();
         let written = |n: usize| sink.batches.lock().unwrap().len() >= n;
         // One row waits out the linger (the paused clock moves only when
-        // every task waits, so it moves straight to the writer's deadline).
+        // every task waits: a millisecond per nap here, until the writer's
+        // deadline comes).
         w.record(1).await;
         while !written(1) {
             tokio::time::sleep(Duration::from_millis(1)).await;
