@@ -86,8 +86,15 @@ pub struct Config {
     /// `LOOM_WORKERS` (true): run background workers (the MCP session-run
     /// sweep). A deployment where no replica runs them keeps idle runs open.
     pub workers: bool,
-    /// `LOOM_FTS_MERGE_IDLE_SECS` (2; 0 turns it off): on SQLite, merge the
+    /// `LOOM_FTS_MERGE_IDLE_SECS` (1; 0 turns it off): on SQLite, merge the
     /// full-text index once nobody has written it for this long (a worker).
+    /// Why 1 s and not 2: searches right after a burst of writes walk the
+    /// unmerged index until the merge, and a look costs one row's read. In
+    /// four paired runs (20 s of sets, then 20 s of search) searches served
+    /// 3.5-6% more a second at a p99 of 28.0-32.1 ms against 29.9-34.1,
+    /// the sets unchanged (bench/RESULTS.md). How often the index is merged
+    /// is bounded by what makes a merge worth it (`store::full_text`), not
+    /// by this.
     pub fts_merge_idle: Option<Duration>,
     /// `LOOM_OAUTH_ENABLED` (false): serve OAuth 2.1 sign-in (`/oauth/*`, discovery).
     pub oauth_enabled: bool,
@@ -231,7 +238,7 @@ impl Default for Config {
             load_revocations: true,
             mcp: Default::default(),
             workers: true,
-            fts_merge_idle: Some(Duration::from_secs(2)),
+            fts_merge_idle: Some(Duration::from_secs(1)),
             search_fan_out: loom_ops::search::FAN_OUT,
             oauth_enabled: false,
             oauth_issuer: None,
@@ -601,7 +608,7 @@ mod tests {
     #[test]
     fn the_full_text_merge_waits_two_quiet_seconds_unless_told_otherwise() {
         let c = Config::from_vars(&HashMap::new()).unwrap();
-        assert_eq!(c.fts_merge_idle, Some(Duration::from_secs(2)));
+        assert_eq!(c.fts_merge_idle, Some(Duration::from_secs(1)));
         let c = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "60")])).unwrap();
         assert_eq!(c.fts_merge_idle, Some(Duration::from_secs(60)));
         let c = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "0")])).unwrap();
