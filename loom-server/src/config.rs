@@ -86,15 +86,16 @@ pub struct Config {
     /// `LOOM_WORKERS` (true): run background workers (the MCP session-run
     /// sweep). A deployment where no replica runs them keeps idle runs open.
     pub workers: bool,
-    /// `LOOM_FTS_MERGE_IDLE_SECS` (1; 0 turns it off): on SQLite, merge the
-    /// full-text index once nobody has written it for this long (a worker).
-    /// Why 1 s and not 2: searches right after a burst of writes walk the
-    /// unmerged index until the merge, and a look costs one row's read. In
-    /// four paired runs (20 s of sets, then 20 s of search) searches served
-    /// 3.5-6% more a second at a p99 of 28.0-32.1 ms against 29.9-34.1,
-    /// the sets unchanged (bench/RESULTS.md). How often the index is merged
-    /// is bounded by what makes a merge worth it (`store::full_text`), not
-    /// by this.
+    /// `LOOM_FTS_MERGE_IDLE_SECS` (0.25; 0 turns it off; fractions of a
+    /// second allowed): on SQLite, merge the full-text index once nobody
+    /// has written it for this long (a worker that looks this often).
+    /// Why a quarter of a second: searches right after a burst of writes
+    /// walk the unmerged index, at about half the rate, until the merge
+    /// ends, and a look costs one row's read. With a 1 s look the first
+    /// 3-4 s of searches after 20 s of sets were slow; at 0.25 s (and the
+    /// merge's steps paced 1:1, `store::full_text`) the first second
+    /// (bench/RESULTS.md). How often the index is merged is bounded by
+    /// what makes a merge worth it (`store::full_text`), not by this.
     pub fts_merge_idle: Option<Duration>,
     /// `LOOM_OAUTH_ENABLED` (false): serve OAuth 2.1 sign-in (`/oauth/*`, discovery).
     pub oauth_enabled: bool,
@@ -238,7 +239,7 @@ impl Default for Config {
             load_revocations: true,
             mcp: Default::default(),
             workers: true,
-            fts_merge_idle: Some(Duration::from_secs(1)),
+            fts_merge_idle: Some(Duration::from_millis(250)),
             search_fan_out: loom_ops::search::FAN_OUT,
             oauth_enabled: false,
             oauth_issuer: None,
@@ -427,11 +428,16 @@ impl Config {
             c.workers = parse_bool("LOOM_WORKERS", v)?;
         }
         if let Some(v) = get("LOOM_FTS_MERGE_IDLE_SECS") {
-            c.fts_merge_idle =
-                match parse::<u32>("LOOM_FTS_MERGE_IDLE_SECS", v, "a whole number of seconds")? {
-                    0 => None,
-                    n => Some(Duration::from_secs(u64::from(n))),
-                };
+            let secs = parse::<f64>("LOOM_FTS_MERGE_IDLE_SECS", v, "a number of seconds")?;
+            c.fts_merge_idle = match Duration::try_from_secs_f64(secs) {
+                Ok(d) if d.is_zero() => None,
+                Ok(d) if d <= Duration::from_secs(86_400) => Some(d),
+                _ => {
+                    return Err(format!(
+                        "LOOM_FTS_MERGE_IDLE_SECS={v:?} is not valid: expected 0 to 86400 seconds"
+                    ));
+                }
+            };
         }
         if let Some(v) = get("LOOM_LOG") {
             c.log_filter = v.trim().to_owned();
@@ -606,15 +612,19 @@ mod tests {
     }
 
     #[test]
-    fn the_full_text_merge_waits_two_quiet_seconds_unless_told_otherwise() {
+    fn the_full_text_merge_waits_a_quiet_quarter_second_unless_told_otherwise() {
         let c = Config::from_vars(&HashMap::new()).unwrap();
-        assert_eq!(c.fts_merge_idle, Some(Duration::from_secs(1)));
+        assert_eq!(c.fts_merge_idle, Some(Duration::from_millis(250)));
         let c = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "60")])).unwrap();
         assert_eq!(c.fts_merge_idle, Some(Duration::from_secs(60)));
+        let c = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "0.5")])).unwrap();
+        assert_eq!(c.fts_merge_idle, Some(Duration::from_millis(500)));
         let c = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "0")])).unwrap();
         assert_eq!(c.fts_merge_idle, None);
-        let e = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", "-1")])).unwrap_err();
-        assert!(e.contains("LOOM_FTS_MERGE_IDLE_SECS"), "{e}");
+        for bad in ["-1", "NaN", "inf", "1e9", "soon"] {
+            let e = Config::from_vars(&vars(&[("LOOM_FTS_MERGE_IDLE_SECS", bad)])).unwrap_err();
+            assert!(e.contains("LOOM_FTS_MERGE_IDLE_SECS"), "{e}");
+        }
     }
 
     #[test]
