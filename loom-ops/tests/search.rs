@@ -829,6 +829,30 @@ async fn sqlite_lexical_scores_are_fts5_bm25() {
     }
 }
 
+/// Rows `k{i:05}` for `i` in `range`, each holding "common": row 0 also
+/// "rare", the others "filler"; newest first from `now`.
+fn common_rows(range: std::ops::Range<usize>, now: i64) -> Vec<Seed<'static>> {
+    range
+        .map(|i| {
+            let content = if i == 0 {
+                "common rare"
+            } else {
+                "common filler"
+            };
+            let (org, ns) = (common::ORG, common::NS);
+            (
+                org,
+                ns,
+                format!("k{i:05}"),
+                content.to_owned(),
+                0,
+                None,
+                now - i as i64,
+            )
+        })
+        .collect()
+}
+
 /// A common term's count is kept: rows added since only move the weights
 /// once it is counted again, and the search stays right about which rows
 /// hold the words.
@@ -836,27 +860,7 @@ async fn sqlite_lexical_scores_are_fts5_bm25() {
 async fn sqlite_keeps_a_common_terms_count() {
     let h = common::sqlite().await;
     let now = loom_ops::store::now_ms();
-    let seed = |from: usize, to: usize| -> Vec<Seed<'static>> {
-        (from..to)
-            .map(|i| {
-                let content = if i == 0 {
-                    "common rare"
-                } else {
-                    "common filler"
-                };
-                (
-                    common::ORG,
-                    common::NS,
-                    format!("k{i:05}"),
-                    content.to_owned(),
-                    0,
-                    None,
-                    now - i as i64,
-                )
-            })
-            .collect()
-    };
-    insert_rows(&h, &seed(0, 1_200)).await;
+    insert_rows(&h, &common_rows(0..1_200, now)).await;
     let search = || {
         h.call(
             "memory.search",
@@ -871,7 +875,7 @@ async fn sqlite_keeps_a_common_terms_count() {
         fts5_bm25(&h, &["rare", "common"], "k00000").await.to_bits()
     );
     // 1,200 rows held "common" when it was counted; 1,300 more now do.
-    insert_rows(&h, &seed(1_200, 2_500)).await;
+    insert_rows(&h, &common_rows(1_200..2_500, now)).await;
     let second = search().await.unwrap();
     assert_eq!(keys(&second["hits"])[0], "k00000");
     let fresh = fts5_bm25(&h, &["rare", "common"], "k00000").await;
@@ -885,4 +889,33 @@ async fn sqlite_keeps_a_common_terms_count() {
         "{} vs {fresh}",
         raw(&second)
     );
+}
+
+/// Searches of a fresh store at once all want the same common word's
+/// count: one search counts it while the others wait for its answer, and
+/// every one of them ranks with the exact count.
+#[tokio::test]
+async fn sqlite_searches_at_once_rank_with_one_exact_count() {
+    let h = common::sqlite().await;
+    let now = loom_ops::store::now_ms();
+    insert_rows(&h, &common_rows(0..1_200, now)).await;
+    let exact = fts5_bm25(&h, &["rare", "common"], "k00000").await;
+    let searches = (0..16).map(|_| {
+        h.call(
+            "memory.search",
+            json!({"query": "rare common", "explain": true}),
+        )
+    });
+    let answers = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        futures_util::future::join_all(searches),
+    )
+    .await
+    .expect("no search waits forever for a count");
+    for out in answers {
+        let out = out.unwrap();
+        assert_eq!(keys(&out["hits"])[0], "k00000");
+        let raw = out["hits"][0]["explain"]["raw_lexical"].as_f64().unwrap();
+        assert_eq!(raw.to_bits(), exact.to_bits(), "{raw} vs {exact}");
+    }
 }
