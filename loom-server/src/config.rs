@@ -93,9 +93,10 @@ pub struct Config {
     /// walk the unmerged index, at about half the rate, until the merge
     /// ends, and a look costs one row's read. With a 1 s look the first
     /// 3-4 s of searches after 20 s of sets were slow; at 0.25 s (and the
-    /// merge's steps paced 1:1, `store::full_text`) the first second
-    /// (bench/RESULTS.md). How often the index is merged is bounded by
-    /// what makes a merge worth it (`store::full_text`), not by this.
+    /// merge's steps paced 1:1, `store::full_text`) only the first second
+    /// is (bench/RESULTS.md). Looks every 0.1 s gained nothing more. How
+    /// often the index is merged is bounded by what makes a merge worth it
+    /// (`store::full_text`), not by this.
     pub fts_merge_idle: Option<Duration>,
     /// `LOOM_OAUTH_ENABLED` (false): serve OAuth 2.1 sign-in (`/oauth/*`, discovery).
     pub oauth_enabled: bool,

@@ -211,10 +211,10 @@ impl Store {
     }
 
     /// One look at the full-text index, for a worker that looks every
-    /// quarter of a second or so: when nobody wrote it since the last look (`watch`) and it
-    /// is worth it (the module doc), merges it step by step into one,
-    /// stopping early when a segment it did not write appears (someone
-    /// wrote). `None` when it did not merge.
+    /// quarter of a second or so: when nobody wrote it since the last look
+    /// (`watch`) and it is worth it (the module doc), merges it step by
+    /// step into one, stopping early when a segment it did not write
+    /// appears (someone wrote). `None` when it did not merge.
     pub async fn merge_full_text_if_quiet(
         &self,
         watch: &mut FullTextWatch,
