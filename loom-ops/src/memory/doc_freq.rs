@@ -58,6 +58,9 @@ enum Claim {
     Use(i64),
     /// Count it, for everyone ([`Counting`] puts the answer in the map).
     Count(watch::Sender<Option<i64>>),
+    /// Count it again: the kept count is stale, and the others use it
+    /// meanwhile.
+    Recount,
     /// Wait for the search counting it.
     Wait(watch::Receiver<Option<i64>>),
 }
@@ -95,6 +98,11 @@ impl DocFreqs {
             match self.claim(term) {
                 Claim::Use(n) => return Ok(n),
                 Claim::Count(sender) => break sender,
+                Claim::Recount => {
+                    let n = count(term).await?;
+                    self.settle(term, n, None);
+                    return Ok(n);
+                }
                 Claim::Wait(mut waiting) => {
                     // Err: the counting search failed or was dropped; the
                     // map no longer names it, so look again.
@@ -120,12 +128,12 @@ impl DocFreqs {
         let mut kept = self.lock();
         match kept.get_mut(term) {
             Some(Entry::Kept(n, at)) if at.elapsed() < KEEP_FOR => Claim::Use(*n),
-            Some(Entry::Kept(n, at)) => {
+            Some(Entry::Kept(_, at)) => {
                 // Stale: this search recounts it and the others use it
-                // meanwhile, as if it had been counted now.
+                // meanwhile, as if it had been counted now (a failed
+                // recount leaves it so for another KEEP_FOR).
                 *at = Instant::now();
-                let (sender, _) = watch::channel(Some(*n));
-                Claim::Count(sender)
+                Claim::Recount
             }
             Some(Entry::Counting(waiting)) => Claim::Wait(waiting.clone()),
             None => {
@@ -136,6 +144,21 @@ impl DocFreqs {
                 kept.insert(term.to_owned(), Entry::Counting(waiting));
                 Claim::Count(sender)
             }
+        }
+    }
+
+    /// Files `term`'s count `n`: kept when common; when rare, counted per
+    /// query from here on, so the entry goes (unless it is another count's
+    /// claim: the map was cleared and the term claimed again since; `ours`
+    /// is the claim of the count filing it, if any).
+    fn settle(&self, term: &str, n: i64, ours: Option<&watch::Sender<Option<i64>>>) {
+        let mut kept = self.lock();
+        if n >= KEEP_FROM {
+            kept.insert(term.to_owned(), Entry::Kept(n, Instant::now()));
+        } else if matches!(kept.get(term), Some(Entry::Kept(..)))
+            || ours.is_some_and(|ours| owns(ours, kept.get(term)))
+        {
+            kept.remove(term);
         }
     }
 
@@ -156,35 +179,25 @@ struct Counting<'a> {
 
 impl Counting<'_> {
     fn done(self, n: i64) {
-        {
-            let mut kept = self.freqs.lock();
-            if n >= KEEP_FROM {
-                kept.insert(self.term.to_owned(), Entry::Kept(n, Instant::now()));
-            } else if matches!(kept.get(self.term), Some(Entry::Kept(..)))
-                || self.owns(kept.get(self.term))
-            {
-                // Rare (now): counted per query from here on.
-                kept.remove(self.term);
-            }
-        }
+        self.freqs.settle(self.term, n, Some(&self.sender));
         self.sender.send_replace(Some(n));
         // The map no longer names this count: dropping it changes nothing.
-    }
-
-    /// Whether `entry` is this count's claim (the map may have been
-    /// cleared and the term claimed again since).
-    fn owns(&self, entry: Option<&Entry>) -> bool {
-        matches!(entry, Some(Entry::Counting(w)) if w.same_channel(&self.sender.subscribe()))
     }
 }
 
 impl Drop for Counting<'_> {
     fn drop(&mut self) {
         let mut kept = self.freqs.lock();
-        if self.sender.borrow().is_none() && self.owns(kept.get(self.term)) {
+        if self.sender.borrow().is_none() && owns(&self.sender, kept.get(self.term)) {
             kept.remove(self.term);
         }
     }
+}
+
+/// Whether `entry` is the claim `sender` answers (the map may have been
+/// cleared and the term claimed again since).
+fn owns(sender: &watch::Sender<Option<i64>>, entry: Option<&Entry>) -> bool {
+    matches!(entry, Some(Entry::Counting(w)) if w.same_channel(&sender.subscribe()))
 }
 
 #[cfg(test)]
