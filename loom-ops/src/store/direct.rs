@@ -39,7 +39,7 @@ use rusqlite::types::Value;
 use tokio::runtime::Handle;
 use tokio::sync::{Mutex, oneshot};
 
-use super::group::{OPEN_SAVEPOINT, RELEASE_SAVEPOINT, State, commit_open};
+use super::group::{BeforeCommit, OPEN_SAVEPOINT, RELEASE_SAVEPOINT, State, commit_open};
 use super::open::SQLITE_WRITER_SETTINGS;
 use super::worker::{self, Worker};
 
@@ -205,17 +205,29 @@ fn group(conn: &Connection, first: Job, jobs: &mpsc::Receiver<Job>, state: &Stat
             next = jobs.try_recv().ok();
         }
     }
-    let before = state
-        .before_commit
-        .iter()
-        .try_for_each(|s| execute(conn, s));
-    match before.and_then(|()| execute(conn, "COMMIT")) {
+    match before_commit(conn, state.before_commit).and_then(|()| execute(conn, "COMMIT")) {
         Ok(()) => {
             state.committed();
             answers
         }
         Err(e) => failed(conn, answers, &e),
     }
+}
+
+/// Runs what a commit runs first ([`BeforeCommit`]), when it is due.
+fn before_commit(conn: &Connection, before: Option<&BeforeCommit>) -> rusqlite::Result<()> {
+    let Some(before) = before else {
+        return Ok(());
+    };
+    let due: i64 = conn
+        .prepare_cached(before.when)?
+        .query_row([], |row| row.get(0))?;
+    if due != 0 {
+        for statement in before.statements {
+            execute(conn, statement)?;
+        }
+    }
+    Ok(())
 }
 
 /// Rolls the open transaction back and fails every answer.
@@ -333,5 +345,53 @@ mod tests {
         direct.stop().await;
         assert!(!direct.running());
         assert!(direct.write(insert, row("d", 5)).await.is_err());
+    }
+
+    /// What a commit runs first runs only when due: with the writes that
+    /// queued rows, and not for a commit that queued none (the store's
+    /// drain would write the queue's page for nothing).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_runs_what_comes_first_only_when_it_is_due() {
+        static DRAIN: BeforeCommit = BeforeCommit {
+            when: "SELECT EXISTS (SELECT 1 FROM queue)",
+            statements: &[
+                "INSERT INTO drains (n) SELECT COUNT(*) FROM queue",
+                "DELETE FROM queue",
+            ],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("direct.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER); \
+                 CREATE TABLE queue (v INTEGER); CREATE TABLE drains (n INTEGER)",
+            )
+            .unwrap();
+        let mut state = State::default();
+        state.before_commit = Some(&DRAIN);
+        let direct = Direct::start(&path, Arc::new(Mutex::new(state))).unwrap();
+        let drains = || -> Vec<i64> {
+            Connection::open(&path)
+                .unwrap()
+                .prepare("SELECT n FROM drains")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+
+        let into_t = statements(&["INSERT INTO t (v) VALUES ($1)"]);
+        direct.write(into_t, vec![Value::Integer(1)]).await.unwrap();
+        assert_eq!(drains(), Vec::<i64>::new(), "nothing queued, no drain");
+
+        let queued = statements(&["INSERT INTO queue (v) VALUES ($1), ($1)"]);
+        direct.write(queued, vec![Value::Integer(2)]).await.unwrap();
+        assert_eq!(drains(), [2], "drained in the commit that queued");
+
+        direct.write(into_t, vec![Value::Integer(3)]).await.unwrap();
+        assert_eq!(drains(), [2]);
+        direct.stop().await;
     }
 }

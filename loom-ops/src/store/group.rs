@@ -38,6 +38,14 @@ pub(super) const OPEN_SAVEPOINT: &str = "SAVEPOINT loom_call";
 pub(super) const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT loom_call";
 const UNDO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT loom_call; RELEASE SAVEPOINT loom_call";
 
+/// What a commit runs first, outside any call's savepoint: `statements`,
+/// when `when` (one row, one integer) answers other than 0. The store's
+/// is the full-text queue's drain (`full_text_queue`).
+pub(super) struct BeforeCommit {
+    pub(super) when: &'static str,
+    pub(super) statements: &'static [&'static str],
+}
+
 /// How one group ended: `None` while it is open, then its commit's outcome.
 type Outcome = Option<Result<(), String>>;
 
@@ -70,9 +78,8 @@ pub(super) struct State {
     abandoned: bool,
     /// The store is closing: no new group.
     pub(super) closed: bool,
-    /// What every commit runs first, outside any call's savepoint (the
-    /// store's: the full-text queue's drain, see `full_text_queue`).
-    pub(super) before_commit: &'static [&'static str],
+    /// What every commit runs first ([`BeforeCommit`]); `None`: nothing.
+    pub(super) before_commit: Option<&'static BeforeCommit>,
     /// Told of every commit; `None` in memory (no WAL).
     pub(super) checkpoints: Option<Arc<Checkpoints>>,
 }
@@ -100,11 +107,11 @@ impl Group {
     pub(super) fn start(
         pool: AnyPool,
         file: Option<&Path>,
-        before_commit: &'static [&'static str],
+        before_commit: &'static BeforeCommit,
     ) -> Result<Arc<Group>, String> {
         let checkpoints = file.map(Checkpoints::start).transpose()?.map(Arc::new);
         let state = Arc::new(Mutex::new(State {
-            before_commit,
+            before_commit: Some(before_commit),
             checkpoints,
             ..State::default()
         }));
@@ -239,11 +246,20 @@ pub(super) async fn commit_open(state: &mut State) {
 /// savepoints, and commits.
 async fn commit(
     conn: &mut PoolConnection<Any>,
-    before_commit: &'static [&'static str],
+    before_commit: Option<&'static BeforeCommit>,
 ) -> Result<(), String> {
-    for statement in before_commit.iter().copied().chain(["COMMIT"]) {
-        conn.execute(statement).await.map_err(|e| e.to_string())?;
+    if let Some(before) = before_commit {
+        let due: i64 = sqlx::query_scalar(before.when)
+            .fetch_one(&mut **conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        if due != 0 {
+            for statement in before.statements {
+                conn.execute(*statement).await.map_err(|e| e.to_string())?;
+            }
+        }
     }
+    conn.execute("COMMIT").await.map_err(|e| e.to_string())?;
     Ok(())
 }
 
