@@ -21,19 +21,21 @@
 //! has SQLite interrupt a statement that runs past it, and the caller runs
 //! it on sqlx's threads instead.
 //!
+//! They read the main file only: the telemetry file (`telemetry`) is not
+//! attached, as no point read needs it, and a read of the memories should
+//! not fail over a file it does not read.
+//!
 //! PostgreSQL, and SQLite in memory (nothing else could open it), have no
 //! inline reads: [`Store::read_inline`] answers `None` and the caller uses
 //! [`Store::read`].
 
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use loom_core::{LoomError, OpResult};
 use rusqlite::{Connection, OpenFlags, Statement, ToSql};
-use sqlx::sqlite::SqliteConnectOptions;
 
 use super::Store;
 
@@ -56,16 +58,13 @@ impl std::fmt::Debug for Inline {
 }
 
 impl Inline {
-    /// Inline reads of the database `url` names, when it is a file.
-    pub(super) fn for_url(url: &str) -> Option<Inline> {
-        let options = SqliteConnectOptions::from_str(url).ok()?;
-        let path = options.get_filename().to_path_buf();
-        // In memory there is no file (sqlx names it `file:sqlx-in-memory-…`).
-        path.is_file().then(|| Inline {
+    /// Inline reads of the database file at `path`.
+    pub(super) fn new(path: PathBuf) -> Inline {
+        Inline {
             path,
             idle: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
-        })
+        }
     }
 
     /// The database file.

@@ -11,6 +11,11 @@
 //! statement list runs on a second connection, the direct writer
 //! (`direct`), which commits every such write queued for it at once.
 //!
+//! On a SQLite file, the append-only telemetry (the call ledger,
+//! exposures and their counts) lives in a second file attached to every
+//! connection (`telemetry`), so its commits leave the memories' readers
+//! their pages.
+//!
 //! SQL is written once with `$1` placeholders, which both backends accept;
 //! where the dialects differ, [`Backend`] picks the statement.
 
@@ -33,6 +38,7 @@ mod open;
 mod rate_buckets;
 mod read;
 mod session_runs;
+mod telemetry;
 pub mod testing;
 mod tx;
 mod worker;

@@ -2,8 +2,11 @@
 
 use std::time::Duration;
 
+use std::str::FromStr;
+
 use sqlx::Executor;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::sqlite::SqliteConnectOptions;
 
 use super::{Backend, Store};
 
@@ -115,6 +118,13 @@ fn sqlite_url(url: &str) -> String {
     }
 }
 
+/// The database file a SQLite URL names; `None` in memory.
+fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let options = SqliteConnectOptions::from_str(url).ok()?;
+    let memory = url.contains(":memory:") || url.contains("mode=memory");
+    (!memory).then(|| options.get_filename().to_path_buf())
+}
+
 fn valid_schema_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
@@ -128,6 +138,7 @@ impl Store {
     pub async fn open(options: StoreOptions) -> Result<Store, String> {
         let store = Store::connect(options).await?;
         store.migrate().await?;
+        store.move_telemetry().await?;
         store.drain_full_text_queue().await.map_err(|e| {
             let cause = e.internal_message().unwrap_or(e.message());
             format!("cannot index the rows queued for the full-text index: {cause}")
@@ -154,8 +165,30 @@ impl Store {
             }
             other => other.clone(),
         };
-        // `sqlite_extra`: pragmas for one pool's connections on SQLite.
-        let setup = move |schema: Option<String>, sqlite_extra: &'static str| {
+        // The telemetry file (SQLite files only): its attach and settings,
+        // on every connection of both pools, and a writer's cache on the
+        // writer's.
+        let file = match backend {
+            Backend::Sqlite => sqlite_file(&url),
+            Backend::Postgres => None,
+        };
+        let telemetry = file.as_deref().map(|file| {
+            let attach = format!(
+                "{}; {}",
+                super::telemetry::attach(file),
+                super::telemetry::SETTINGS
+            );
+            let writer = format!("{attach} {}", super::telemetry::WRITER_SETTINGS);
+            (
+                std::sync::Arc::<str>::from(attach),
+                std::sync::Arc::<str>::from(writer),
+            )
+        });
+        // `sqlite_extra`: pragmas for one pool's connections on SQLite;
+        // `attach`: the telemetry file's statements for them.
+        let setup = move |schema: Option<String>,
+                          sqlite_extra: &'static str,
+                          attach: Option<std::sync::Arc<str>>| {
             AnyPoolOptions::new()
                 .acquire_timeout(options.acquire_timeout)
                 // The pool pings a connection before handing it out, to
@@ -165,10 +198,14 @@ impl Store {
                 .test_before_acquire(backend == Backend::Postgres)
                 .after_connect(move |conn, _meta| {
                     let schema = schema.clone();
+                    let attach = attach.clone();
                     Box::pin(async move {
                         match backend {
                             Backend::Sqlite => {
                                 conn.execute(SQLITE_SETTINGS).await?;
+                                if let Some(attach) = attach {
+                                    conn.execute(&*attach).await?;
+                                }
                                 if !sqlite_extra.is_empty() {
                                     conn.execute(sqlite_extra).await?;
                                 }
@@ -203,13 +240,17 @@ impl Store {
             Backend::Sqlite => 1,
             Backend::Postgres => connections.max(2),
         };
-        let writer = setup(schema.clone(), SQLITE_WRITER_SETTINGS)
-            .max_connections(writers)
-            .connect(&url)
-            .await
-            .map_err(|e| format!("cannot open the database: {e}"))?;
+        let writer = setup(
+            schema.clone(),
+            SQLITE_WRITER_SETTINGS,
+            telemetry.as_ref().map(|(_, writer)| writer.clone()),
+        )
+        .max_connections(writers)
+        .connect(&url)
+        .await
+        .map_err(|e| format!("cannot open the database: {e}"))?;
         let reader = match backend {
-            Backend::Sqlite => setup(schema, "")
+            Backend::Sqlite => setup(schema, "", telemetry.map(|(attach, _)| attach))
                 .max_connections(connections.max(1))
                 .connect(&url)
                 .await
@@ -219,10 +260,9 @@ impl Store {
         let kept = (backend == Backend::Sqlite)
             .then(|| super::read::Kept::new(reader.clone(), connections, options.acquire_timeout));
         // After the pools connected: `mode=rwc` has created the file by now.
-        let inline = match backend {
-            Backend::Sqlite => super::inline::Inline::for_url(&url).map(std::sync::Arc::new),
-            Backend::Postgres => None,
-        };
+        let inline = file
+            .filter(|file| file.is_file())
+            .map(|file| std::sync::Arc::new(super::inline::Inline::new(file)));
         let group = match backend {
             Backend::Sqlite => Some(super::group::Group::start(
                 writer.clone(),

@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, OpenFlags};
 
 use super::open::SQLITE_SETTINGS;
+use super::telemetry;
 
 /// The thread and the sending side of its channel. Stopping drops the
 /// sender: the thread sees its channel close, finishes what it holds and
@@ -55,13 +56,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A read-write connection to the file at `path`, set as every connection
-/// of the store is ([`SQLITE_SETTINGS`]).
+/// A read-write connection to the file at `path` with its telemetry file
+/// attached, set as every connection of the store is ([`SQLITE_SETTINGS`],
+/// [`telemetry::SETTINGS`]).
 pub(super) fn open(path: &Path) -> rusqlite::Result<Connection> {
+    // CREATE for the telemetry file, which ATTACH opens with the flags the
+    // connection was opened with; the store's file exists by now.
     let conn = Connection::open_with_flags(
         path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.execute_batch(SQLITE_SETTINGS)?;
+    conn.execute_batch(&telemetry::attach(path))?;
+    conn.execute_batch(telemetry::SETTINGS)?;
     Ok(conn)
 }

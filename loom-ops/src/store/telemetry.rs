@@ -1,0 +1,165 @@
+//! SQLite's telemetry file: the append-only streams calls leave behind (the
+//! call ledger `agent_events`, the exposure rows `memory_exposures` and
+//! their counts `memory_exposure_counts`) in a database file of their own
+//! beside the store's (`loom.db-telemetry` beside `loom.db`), attached to
+//! every connection of the store as `telemetry`. Statements name these
+//! tables without a schema and SQLite finds them there; in memory and on
+//! PostgreSQL they stay in the one database.
+//!
+//! Why: a commit that writes a page of a database file makes every reader
+//! of that file drop its page cache and memory map at its next read, and
+//! fault the pages of the map in again. Under `memory.get` load the
+//! batches of ledger and exposure rows committed about twenty times a
+//! second, so the readers of the memories paid that for rows they never
+//! read. In a file of their own, those commits leave the memories' readers
+//! their pages.
+//!
+//! Durability: the telemetry file commits with `synchronous = NORMAL`, so
+//! a batch of telemetry costs no fsync of its own. A commit survives a
+//! crash of the process, as before; a crash of the machine may lose the
+//! last batches, which were never acknowledged to anyone (what a call
+//! queued and its batch had not written yet was always lost to a
+//! `kill -9`). The memories keep `synchronous = FULL`.
+//!
+//! A store made before the file existed holds these tables in its main
+//! file: opening it moves them ([`Store::move_telemetry`]).
+
+use std::path::{Path, PathBuf};
+
+use sqlx::Executor;
+
+use super::{Backend, Store};
+
+/// The tables the telemetry file holds.
+const TABLES: [&str; 3] = ["agent_events", "memory_exposures", "memory_exposure_counts"];
+
+/// The schema name the file is attached under.
+const SCHEMA: &str = "telemetry";
+
+/// The telemetry file of the database file at `main`: its name with
+/// `-telemetry` appended, as SQLite names its `-wal` and `-shm` files, so
+/// `loom.db*` is the whole store.
+pub(super) fn file_of(main: &Path) -> PathBuf {
+    let mut name = main.as_os_str().to_owned();
+    name.push("-telemetry");
+    name.into()
+}
+
+/// The statement that attaches the telemetry file of `main`.
+pub(super) fn attach(main: &Path) -> String {
+    let file = file_of(main);
+    let quoted = file.to_string_lossy().replace('\'', "''");
+    format!("ATTACH DATABASE '{quoted}' AS {SCHEMA}")
+}
+
+/// What a read-write connection runs after [`attach`]: the file's journal
+/// and durability (the module doc).
+pub(super) const SETTINGS: &str =
+    "PRAGMA telemetry.journal_mode = WAL; PRAGMA telemetry.synchronous = NORMAL;";
+
+/// A writer's page cache for the file, as for the main file
+/// (`open::SQLITE_WRITER_SETTINGS`): a batch of exposure counts lands on
+/// rows all over their table.
+pub(super) const WRITER_SETTINGS: &str = "PRAGMA telemetry.cache_size = -32768;";
+
+impl Store {
+    /// Moves the telemetry tables a store made before the telemetry file
+    /// holds in its main file into the attached telemetry file (SQLite
+    /// files only; nothing to do elsewhere or once moved).
+    ///
+    /// Each table is copied in one transaction and dropped from the main
+    /// file in a second: SQLite commits the files of one transaction one
+    /// after the other, so a crash between them must leave the rows in
+    /// the main file. A table still in the main file is copied again from
+    /// the start, the copy that crash left replaced.
+    pub(super) async fn move_telemetry(&self) -> Result<(), String> {
+        if self.backend != Backend::Sqlite || self.inline.is_none() {
+            return Ok(());
+        }
+        let failed = |e: sqlx::Error| format!("cannot move the telemetry tables: {e}");
+        let mut conn = self.writer.acquire().await.map_err(failed)?;
+        for table in TABLES {
+            let schema: Vec<(String, String, String)> = sqlx::query_as(
+                "SELECT type, name, sql FROM main.sqlite_master \
+                 WHERE tbl_name = $1 AND sql IS NOT NULL ORDER BY type = 'index', name",
+            )
+            .bind(table)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(failed)?;
+            if schema.is_empty() {
+                continue;
+            }
+            let mut copy = format!("BEGIN IMMEDIATE; DROP TABLE IF EXISTS {SCHEMA}.{table};");
+            for (kind, name, sql) in &schema {
+                copy.push_str(&in_telemetry(kind, name, sql)?);
+                copy.push(';');
+            }
+            copy.push_str(&format!(
+                "INSERT INTO {SCHEMA}.{table} SELECT * FROM main.{table}; COMMIT;"
+            ));
+            if let Err(e) = conn.execute(copy.as_str()).await {
+                let _ = conn.execute("ROLLBACK").await;
+                return Err(failed(e));
+            }
+            conn.execute(format!("DROP TABLE main.{table}").as_str())
+                .await
+                .map_err(failed)?;
+            tracing::info!(table, "moved into the telemetry file");
+        }
+        Ok(())
+    }
+}
+
+/// `sql`, the statement that made the table or index `name` of the main
+/// file, made to create it in the telemetry file instead.
+fn in_telemetry(kind: &str, name: &str, sql: &str) -> Result<String, String> {
+    // SQLite keeps a schema statement as written, its first words made
+    // `CREATE TABLE` / `CREATE INDEX` / `CREATE UNIQUE INDEX`.
+    let head = sql
+        .find(name)
+        .filter(|at| sql[..*at].trim_end().ends_with(&kind.to_uppercase()))
+        .ok_or_else(|| format!("cannot move {kind} {name}: unexpected definition {sql:?}"))?;
+    Ok(format!("{}{SCHEMA}.{}", &sql[..head], &sql[head..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_telemetry_file_sits_beside_the_store_and_is_quoted() {
+        assert_eq!(
+            file_of(Path::new("/data/loom.db")),
+            Path::new("/data/loom.db-telemetry")
+        );
+        assert_eq!(
+            attach(Path::new("/it's/loom.db")),
+            "ATTACH DATABASE '/it''s/loom.db-telemetry' AS telemetry"
+        );
+    }
+
+    #[test]
+    fn schema_statements_are_moved_into_the_telemetry_schema() {
+        assert_eq!(
+            in_telemetry(
+                "table",
+                "agent_events",
+                "CREATE TABLE agent_events (id INTEGER)"
+            ),
+            Ok("CREATE TABLE telemetry.agent_events (id INTEGER)".to_owned())
+        );
+        assert_eq!(
+            in_telemetry(
+                "index",
+                "agent_events_by_run",
+                "CREATE INDEX agent_events_by_run ON agent_events (org, run_id)"
+            ),
+            Ok(
+                "CREATE INDEX telemetry.agent_events_by_run ON agent_events (org, run_id)"
+                    .to_owned()
+            )
+        );
+        assert!(in_telemetry("table", "t", "CREATE VIEW t AS SELECT 1").is_err());
+    }
+}
