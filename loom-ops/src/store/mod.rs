@@ -12,9 +12,9 @@
 //! (`direct`), which commits every such write queued for it at once.
 //!
 //! On a SQLite file, the append-only telemetry (the call ledger,
-//! exposures and their counts) lives in a second file attached to every
-//! connection (`telemetry`), so its commits leave the memories' readers
-//! their pages.
+//! exposures and their counts) lives in a second file attached to the
+//! read-write connections (`telemetry`), so its commits leave the
+//! memories' readers their pages.
 //!
 //! SQL is written once with `$1` placeholders, which both backends accept;
 //! where the dialects differ, [`Backend`] picks the statement.

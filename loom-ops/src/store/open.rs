@@ -1,8 +1,7 @@
 //! Opening the store: pools, per-connection settings, migrations.
 
-use std::time::Duration;
-
 use std::str::FromStr;
+use std::time::Duration;
 
 use sqlx::Executor;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};

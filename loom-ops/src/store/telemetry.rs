@@ -2,7 +2,8 @@
 //! call ledger `agent_events`, the exposure rows `memory_exposures` and
 //! their counts `memory_exposure_counts`) in a database file of their own
 //! beside the store's (`loom.db-telemetry` beside `loom.db`), attached to
-//! every connection of the store as `telemetry`. Statements name these
+//! the store's read-write connections as `telemetry` (the point readers,
+//! `inline`, never read it). Statements name these
 //! tables without a schema and SQLite finds them there; in memory and on
 //! PostgreSQL they stay in the one database.
 //!
