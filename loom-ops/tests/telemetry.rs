@@ -200,3 +200,30 @@ async fn a_move_cut_short_is_made_again_from_the_start() {
     assert!(dup.is_err(), "{dup:?}");
     t.store.close().await;
 }
+
+#[tokio::test]
+async fn a_lost_telemetry_file_is_made_again_empty() {
+    let t = testing::sqlite().await;
+    t.store.insert_agent_events(&events(2)).await.unwrap();
+    t.store.close().await;
+    let telemetry = telemetry_of(&file_of(&t));
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = telemetry.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(name));
+    }
+
+    let store = Store::open(t.options.clone()).await.unwrap();
+    store.insert_agent_events(&events(3)).await.unwrap();
+    let (rows,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM agent_events")
+        .fetch_one(store.reader())
+        .await
+        .unwrap();
+    assert_eq!(rows, 3, "the lost rows are gone, new ones land");
+    let conn = reader(&telemetry);
+    for table in ["agent_events", "memory_exposures", "memory_exposure_counts"] {
+        assert!(tables_named(&conn, table) >= 1, "{table} made again");
+    }
+    assert_eq!(tables_named(&conn, "agent_events"), 3, "with its indexes");
+    store.close().await;
+}

@@ -137,7 +137,7 @@ impl Store {
     pub async fn open(options: StoreOptions) -> Result<Store, String> {
         let store = Store::connect(options).await?;
         store.migrate().await?;
-        store.move_telemetry().await?;
+        store.settle_telemetry().await?;
         store.drain_full_text_queue().await.map_err(|e| {
             let cause = e.internal_message().unwrap_or(e.message());
             format!("cannot index the rows queued for the full-text index: {cause}")

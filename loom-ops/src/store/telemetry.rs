@@ -23,7 +23,9 @@
 //! `kill -9`). The memories keep `synchronous = FULL`.
 //!
 //! A store made before the file existed holds these tables in its main
-//! file: opening it moves them ([`Store::move_telemetry`]).
+//! file: opening it moves them ([`Store::settle_telemetry`]), and the
+//! main file keeps each table's definition, so a telemetry file deleted or
+//! lost is made again, empty.
 
 use std::path::{Path, PathBuf};
 
@@ -64,51 +66,138 @@ pub(super) const SETTINGS: &str =
 pub(super) const WRITER_SETTINGS: &str = "PRAGMA telemetry.cache_size = -32768;";
 
 impl Store {
-    /// Moves the telemetry tables a store made before the telemetry file
-    /// holds in its main file into the attached telemetry file (SQLite
-    /// files only; nothing to do elsewhere or once moved).
+    /// Puts the telemetry tables where they belong (SQLite files only;
+    /// nothing to do elsewhere): a table a store made before the telemetry
+    /// file holds in its main file is moved into it, and a table missing
+    /// from both files (the telemetry file was deleted or lost) is made
+    /// again, empty, from the definition the main file keeps of it.
     ///
-    /// Each table is copied in one transaction and dropped from the main
-    /// file in a second: SQLite commits the files of one transaction one
-    /// after the other, so a crash between them must leave the rows in
+    /// A move copies the table in one transaction and drops it from the
+    /// main file in a second: SQLite commits the files of one transaction
+    /// one after the other, so a crash between them must leave the rows in
     /// the main file. A table still in the main file is copied again from
     /// the start, the copy that crash left replaced.
-    pub(super) async fn move_telemetry(&self) -> Result<(), String> {
+    pub(super) async fn settle_telemetry(&self) -> Result<(), String> {
         if self.backend != Backend::Sqlite || self.inline.is_none() {
             return Ok(());
         }
-        let failed = |e: sqlx::Error| format!("cannot move the telemetry tables: {e}");
+        let failed = |e: sqlx::Error| format!("cannot settle the telemetry tables: {e}");
         let mut conn = self.writer.acquire().await.map_err(failed)?;
         for table in TABLES {
-            let schema: Vec<(String, String, String)> = sqlx::query_as(
-                "SELECT type, name, sql FROM main.sqlite_master \
-                 WHERE tbl_name = $1 AND sql IS NOT NULL ORDER BY type = 'index', name",
-            )
-            .bind(table)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(failed)?;
-            if schema.is_empty() {
+            let in_main = schema_of(&mut conn, "main", table).await.map_err(failed)?;
+            if !in_main.is_empty() {
+                let made = definition(&in_main)?;
+                move_table(&mut conn, table, &made).await.map_err(failed)?;
+                tracing::info!(table, "moved into the telemetry file");
                 continue;
             }
-            let mut copy = format!("BEGIN IMMEDIATE; DROP TABLE IF EXISTS {SCHEMA}.{table};");
-            for (kind, name, sql) in &schema {
-                copy.push_str(&in_telemetry(kind, name, sql)?);
-                copy.push(';');
+            let in_telemetry = schema_of(&mut conn, SCHEMA, table).await.map_err(failed)?;
+            let saved: Option<String> =
+                sqlx::query_scalar("SELECT value FROM settings WHERE name = $1")
+                    .bind(setting(table))
+                    .fetch_optional(&mut *conn)
+                    .await
+                    .map_err(failed)?;
+            if in_telemetry.is_empty() {
+                let made = saved.ok_or_else(|| {
+                    format!("the telemetry file holds no {table}, and the store keeps no definition of it")
+                })?;
+                conn.execute(made.as_str()).await.map_err(failed)?;
+                tracing::warn!(
+                    table,
+                    "the telemetry file held no such table: made it again, empty"
+                );
+            } else {
+                // Kept up to date, should a migration change the table.
+                let made = definition(&in_telemetry)?;
+                if saved.as_deref() != Some(made.as_str()) {
+                    save(&mut conn, table, &made).await.map_err(failed)?;
+                }
             }
-            copy.push_str(&format!(
-                "INSERT INTO {SCHEMA}.{table} SELECT * FROM main.{table}; COMMIT;"
-            ));
-            if let Err(e) = conn.execute(copy.as_str()).await {
-                let _ = conn.execute("ROLLBACK").await;
-                return Err(failed(e));
-            }
-            conn.execute(format!("DROP TABLE main.{table}").as_str())
-                .await
-                .map_err(failed)?;
-            tracing::info!(table, "moved into the telemetry file");
         }
         Ok(())
+    }
+}
+
+/// A table's statements in one schema's `sqlite_master`: (type, name, sql),
+/// the table's first.
+async fn schema_of(
+    conn: &mut sqlx::AnyConnection,
+    schema: &str,
+    table: &str,
+) -> Result<Vec<(String, String, String)>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT type, name, sql FROM {schema}.sqlite_master \
+         WHERE tbl_name = $1 AND sql IS NOT NULL ORDER BY type = 'index', name"
+    ))
+    .bind(table)
+    .fetch_all(conn)
+    .await
+}
+
+/// The statements that make a table and its indexes, as `schema_of` read
+/// them, in the telemetry file.
+fn definition(schema: &[(String, String, String)]) -> Result<String, String> {
+    let made = schema
+        .iter()
+        .map(|(kind, name, sql)| in_telemetry(kind, name, sql))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(made.join(";\n"))
+}
+
+/// The `settings` row that keeps `table`'s definition.
+fn setting(table: &str) -> String {
+    format!("telemetry_schema.{table}")
+}
+
+async fn save(conn: &mut sqlx::AnyConnection, table: &str, made: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO settings (name, value, created_ms) VALUES ($1, $2, $3) \
+         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+    )
+    .bind(setting(table))
+    .bind(made)
+    .bind(super::now_ms())
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+/// Copies `table` into the telemetry file (made there by `made`), then
+/// drops it from the main file, keeping its definition there.
+async fn move_table(
+    conn: &mut sqlx::AnyConnection,
+    table: &str,
+    made: &str,
+) -> Result<(), sqlx::Error> {
+    let copy = format!(
+        "DROP TABLE IF EXISTS {SCHEMA}.{table}; {made}; \
+         INSERT INTO {SCHEMA}.{table} SELECT * FROM main.{table}"
+    );
+    in_transaction(conn, async |conn: &mut sqlx::AnyConnection| {
+        conn.execute(copy.as_str()).await.map(drop)
+    })
+    .await?;
+    in_transaction(conn, async |conn: &mut sqlx::AnyConnection| {
+        conn.execute(format!("DROP TABLE main.{table}").as_str())
+            .await?;
+        save(conn, table, made).await
+    })
+    .await
+}
+
+/// Runs `work` in a write transaction of its own, rolled back if it fails.
+async fn in_transaction(
+    conn: &mut sqlx::AnyConnection,
+    work: impl AsyncFnOnce(&mut sqlx::AnyConnection) -> Result<(), sqlx::Error>,
+) -> Result<(), sqlx::Error> {
+    conn.execute("BEGIN IMMEDIATE").await?;
+    match work(&mut *conn).await {
+        Ok(()) => conn.execute("COMMIT").await.map(drop),
+        Err(e) => {
+            let _ = conn.execute("ROLLBACK").await;
+            Err(e)
+        }
     }
 }
 
