@@ -3,9 +3,9 @@
 //! their counts `memory_exposure_counts`) in a database file of their own
 //! beside the store's (`loom.db-telemetry` beside `loom.db`), attached to
 //! the store's read-write connections as `telemetry` (the point readers,
-//! `inline`, never read it). Statements name these
-//! tables without a schema and SQLite finds them there; in memory and on
-//! PostgreSQL they stay in the one database.
+//! `inline`, never read it). Statements name these tables without a
+//! schema and SQLite finds them there; in memory and on PostgreSQL they
+//! stay in the one database.
 //!
 //! Why: a commit that writes a page of a database file makes every reader
 //! of that file drop its page cache and memory map at its next read, and
