@@ -227,3 +227,16 @@ async fn a_lost_telemetry_file_is_made_again_empty() {
     assert_eq!(tables_named(&conn, "agent_events"), 3, "with its indexes");
     store.close().await;
 }
+
+#[tokio::test]
+async fn a_telemetry_file_that_cannot_be_opened_is_named_at_once() {
+    let (url, dir) = testing::sqlite_url();
+    let file = PathBuf::from(url.strip_prefix("sqlite://").unwrap());
+    std::fs::create_dir_all(telemetry_of(&file)).unwrap();
+    let err = Store::open(StoreOptions::new(url)).await.unwrap_err();
+    assert!(
+        err.starts_with("cannot open the telemetry file ") && err.contains("loom.db-telemetry"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

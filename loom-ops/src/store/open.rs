@@ -7,6 +7,7 @@ use sqlx::Executor;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::sqlite::SqliteConnectOptions;
 
+use super::telemetry::Attach;
 use super::{Backend, Store};
 
 /// What every SQLite connection of the store is set to, sqlx's and the
@@ -164,30 +165,20 @@ impl Store {
             }
             other => other.clone(),
         };
-        // The telemetry file (SQLite files only): its attach and settings,
-        // on every connection of both pools, and a writer's cache on the
-        // writer's.
+        // The store's SQLite file: its telemetry file is attached to every
+        // connection of both pools.
         let file = match backend {
             Backend::Sqlite => sqlite_file(&url),
             Backend::Postgres => None,
         };
-        let telemetry = file.as_deref().map(|file| {
-            let attach = format!(
-                "{}; {}",
-                super::telemetry::attach(file),
-                super::telemetry::SETTINGS
-            );
-            let writer = format!("{attach} {}", super::telemetry::WRITER_SETTINGS);
-            (
-                std::sync::Arc::<str>::from(attach),
-                std::sync::Arc::<str>::from(writer),
-            )
-        });
+        if let Some(file) = &file {
+            super::telemetry::check_opens(file)?;
+        }
         // `sqlite_extra`: pragmas for one pool's connections on SQLite;
-        // `attach`: the telemetry file's statements for them.
+        // `attach`: the telemetry file's attach for them.
         let setup = move |schema: Option<String>,
                           sqlite_extra: &'static str,
-                          attach: Option<std::sync::Arc<str>>| {
+                          attach: Option<Attach>| {
             AnyPoolOptions::new()
                 .acquire_timeout(options.acquire_timeout)
                 // The pool pings a connection before handing it out, to
@@ -203,7 +194,7 @@ impl Store {
                             Backend::Sqlite => {
                                 conn.execute(SQLITE_SETTINGS).await?;
                                 if let Some(attach) = attach {
-                                    conn.execute(&*attach).await?;
+                                    attach.run(conn).await?;
                                 }
                                 if !sqlite_extra.is_empty() {
                                     conn.execute(sqlite_extra).await?;
@@ -242,18 +233,22 @@ impl Store {
         let writer = setup(
             schema.clone(),
             SQLITE_WRITER_SETTINGS,
-            telemetry.as_ref().map(|(_, writer)| writer.clone()),
+            file.as_deref().map(|file| Attach::new(file, true)),
         )
         .max_connections(writers)
         .connect(&url)
         .await
         .map_err(|e| format!("cannot open the database: {e}"))?;
         let reader = match backend {
-            Backend::Sqlite => setup(schema, "", telemetry.map(|(attach, _)| attach))
-                .max_connections(connections.max(1))
-                .connect(&url)
-                .await
-                .map_err(|e| format!("cannot open the database: {e}"))?,
+            Backend::Sqlite => setup(
+                schema,
+                "",
+                file.as_deref().map(|file| Attach::new(file, false)),
+            )
+            .max_connections(connections.max(1))
+            .connect(&url)
+            .await
+            .map_err(|e| format!("cannot open the database: {e}"))?,
             Backend::Postgres => writer.clone(),
         };
         let kept = (backend == Backend::Sqlite)

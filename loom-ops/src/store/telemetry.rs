@@ -65,6 +65,52 @@ pub(super) const SETTINGS: &str =
 /// rows all over their table.
 pub(super) const WRITER_SETTINGS: &str = "PRAGMA telemetry.cache_size = -32768;";
 
+/// Opens the telemetry file of `main` once, made when missing: a file
+/// that cannot be opened is named at once, where a failed attach would
+/// show only as sqlx's pool timing out on its connections.
+pub(super) fn check_opens(main: &Path) -> Result<(), String> {
+    let file = file_of(main);
+    rusqlite::Connection::open_with_flags(
+        &file,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_CREATE,
+    )
+    .and_then(|conn| conn.query_row("PRAGMA schema_version", [], |_| Ok(())))
+    .map_err(|e| format!("cannot open the telemetry file {}: {e}", file.display()))
+}
+
+/// What each connection of one of sqlx's pools runs to attach the
+/// telemetry file. Cheap to clone.
+#[derive(Clone, Debug)]
+pub(super) struct Attach {
+    statements: std::sync::Arc<str>,
+    file: std::sync::Arc<str>,
+}
+
+impl Attach {
+    /// The attach of `main`'s telemetry file with [`SETTINGS`], and
+    /// [`WRITER_SETTINGS`] for a writer's connections.
+    pub(super) fn new(main: &Path, writer: bool) -> Attach {
+        let mut statements = format!("{}; {SETTINGS}", attach(main));
+        if writer {
+            statements.push(' ');
+            statements.push_str(WRITER_SETTINGS);
+        }
+        Attach {
+            statements: statements.into(),
+            file: file_of(main).display().to_string().into(),
+        }
+    }
+
+    /// Attaches the file to `conn`; a failure names the file (the store's
+    /// own file opened fine).
+    pub(super) async fn run(&self, conn: &mut sqlx::AnyConnection) -> Result<(), sqlx::Error> {
+        conn.execute(&*self.statements).await.map_err(|e| {
+            sqlx::Error::Configuration(format!("the telemetry file {}: {e}", self.file).into())
+        })?;
+        Ok(())
+    }
+}
+
 impl Store {
     /// Puts the telemetry tables where they belong (SQLite files only;
     /// nothing to do elsewhere): a table a store made before the telemetry
