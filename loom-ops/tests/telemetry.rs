@@ -97,11 +97,11 @@ async fn what_reads_leave_behind_is_committed_to_the_telemetry_file_alone() {
     );
     assert_eq!(count(&telemetry, "SELECT COUNT(*) FROM agent_events"), 3);
     for table in ["agent_events", "memory_exposures", "memory_exposure_counts"] {
-        let in_main = count(
-            &memories,
-            &format!("SELECT COUNT(*) FROM sqlite_master WHERE name = '{table}'"),
+        assert_eq!(
+            tables_named(&memories, table),
+            0,
+            "{table} is not in the store's file"
         );
-        assert_eq!(in_main, 0, "{table} is not in the store's file");
     }
 
     // A memory write is committed to the store's file: the check above

@@ -49,7 +49,7 @@ pub(super) fn file_of(main: &Path) -> PathBuf {
 }
 
 /// The statement that attaches the telemetry file of `main`.
-pub(super) fn attach(main: &Path) -> String {
+fn attach(main: &Path) -> String {
     let file = file_of(main);
     let quoted = file.to_string_lossy().replace('\'', "''");
     format!("ATTACH DATABASE '{quoted}' AS {SCHEMA}")
@@ -57,13 +57,25 @@ pub(super) fn attach(main: &Path) -> String {
 
 /// What a read-write connection runs after [`attach`]: the file's journal
 /// and durability (the module doc).
-pub(super) const SETTINGS: &str =
+const SETTINGS: &str =
     "PRAGMA telemetry.journal_mode = WAL; PRAGMA telemetry.synchronous = NORMAL;";
 
 /// A writer's page cache for the file, as for the main file
 /// (`open::SQLITE_WRITER_SETTINGS`): a batch of exposure counts lands on
 /// rows all over their table.
 pub(super) const WRITER_SETTINGS: &str = "PRAGMA telemetry.cache_size = -32768;";
+
+/// What a read-write connection of the store at `main` runs to attach its
+/// telemetry file: [`attach`] and [`SETTINGS`], and for a writer's
+/// connection [`WRITER_SETTINGS`] too.
+pub(super) fn statements(main: &Path, writer: bool) -> String {
+    let mut statements = format!("{}; {SETTINGS}", attach(main));
+    if writer {
+        statements.push(' ');
+        statements.push_str(WRITER_SETTINGS);
+    }
+    statements
+}
 
 /// Opens the telemetry file of `main` once, made when missing: a file
 /// that cannot be opened is named at once, where a failed attach would
@@ -87,16 +99,10 @@ pub(super) struct Attach {
 }
 
 impl Attach {
-    /// The attach of `main`'s telemetry file with [`SETTINGS`], and
-    /// [`WRITER_SETTINGS`] for a writer's connections.
+    /// The attach of `main`'s telemetry file ([`statements`]).
     pub(super) fn new(main: &Path, writer: bool) -> Attach {
-        let mut statements = format!("{}; {SETTINGS}", attach(main));
-        if writer {
-            statements.push(' ');
-            statements.push_str(WRITER_SETTINGS);
-        }
         Attach {
-            statements: statements.into(),
+            statements: statements(main, writer).into(),
             file: file_of(main).display().to_string().into(),
         }
     }
@@ -124,6 +130,7 @@ impl Store {
     /// the main file. A table still in the main file is copied again from
     /// the start, the copy that crash left replaced.
     pub(super) async fn settle_telemetry(&self) -> Result<(), String> {
+        // The inline readers exist exactly when the store is a SQLite file.
         if self.backend != Backend::Sqlite || self.inline.is_none() {
             return Ok(());
         }
@@ -247,8 +254,9 @@ async fn in_transaction(
     }
 }
 
-/// `sql`, the statement that made the table or index `name` of the main
-/// file, made to create it in the telemetry file instead.
+/// `sql`, the statement that made the table or index `name` (as either
+/// file's `sqlite_master` keeps it, without a schema), made to create it in
+/// the telemetry file.
 fn in_telemetry(kind: &str, name: &str, sql: &str) -> Result<String, String> {
     // SQLite keeps a schema statement as written, its first words made
     // `CREATE TABLE` / `CREATE INDEX` / `CREATE UNIQUE INDEX`.

@@ -58,7 +58,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A read-write connection to the file at `path` with its telemetry file
 /// attached, set as every connection of the store is ([`SQLITE_SETTINGS`],
-/// [`telemetry::SETTINGS`]).
+/// [`telemetry::statements`]).
 pub(super) fn open(path: &Path) -> rusqlite::Result<Connection> {
     // CREATE for the telemetry file, which ATTACH opens with the flags the
     // connection was opened with; the store's file exists by now.
@@ -69,7 +69,6 @@ pub(super) fn open(path: &Path) -> rusqlite::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.execute_batch(SQLITE_SETTINGS)?;
-    conn.execute_batch(&telemetry::attach(path))?;
-    conn.execute_batch(telemetry::SETTINGS)?;
+    conn.execute_batch(&telemetry::statements(path, false))?;
     Ok(conn)
 }
