@@ -1287,6 +1287,40 @@ async fn every_apply_action_changes_exactly_what_its_dry_run_reported() {
     }
 }
 
+/// A demotion plans by the rows' recall counts, which the usage log writes
+/// seconds after the gets: it counts the gets answered before it.
+#[tokio::test]
+async fn demote_counts_the_recalls_answered_just_before_it() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "recalled", "content": "c"}),
+        )
+        .await
+        .unwrap();
+        for i in 1..=2 {
+            let got = h
+                .call("memory.get", json!({"memory_key": "recalled"}))
+                .await
+                .unwrap();
+            assert_eq!(got["recall_count"], i, "{n}");
+        }
+        let out = h
+            .call(
+                "memory.apply",
+                json!({"action": "demote", "filter": {"key_prefix": "recalled"}}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out["changed"][0]["memory_key"], "recalled", "{n}: {out}");
+        let stored = h
+            .count("SELECT recall_count FROM memories WHERE memory_key = 'recalled'")
+            .await;
+        assert_eq!(stored, 0, "{n}: the count is reset");
+    }
+}
+
 /// A get without an agent serves the caller's own row, else the most
 /// recently updated of the others, ties to the agent first in byte order.
 #[tokio::test]

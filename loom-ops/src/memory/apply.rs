@@ -123,6 +123,11 @@ pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<App
         (_, None) => Vec::new(),
     };
 
+    if input.action == ApplyAction::Demote {
+        // A demotion plans by the rows' recall counts: every recall answered
+        // before this call is in them first (`memory::usage`).
+        cx.service::<super::usage::UsageLog>()?.flush().await;
+    }
     let now = now_ms();
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
