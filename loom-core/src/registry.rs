@@ -58,6 +58,10 @@ pub struct Op {
     pub listed_input: Value,
     /// The argument tree the compact profile lists.
     pub compact_input: Value,
+    /// Whether the input declares `explain` (a per-hit score breakdown):
+    /// transports ask on every call, and a schema lookup was ~1% of a
+    /// `memory.get`'s instructions.
+    pub takes_explain: bool,
     validator: Validator,
 }
 
@@ -92,6 +96,7 @@ impl Op {
             output_schema: schema::output_schema(&meta.output),
             validator: Validator::new(&input_schema, &listed_input),
             compact_input: schema::compact_tree(&listed_input),
+            takes_explain: input_schema.pointer("/properties/explain").is_some(),
             input_schema,
             listed_input,
             meta,

@@ -133,7 +133,7 @@ async fn assistant_call(mcp: &Mcp, conn: &Connection, name: &str, args: Value) -
 /// breakdown (`explain`) is diagnostics a citation does not need: it is
 /// off whatever the call sends.
 fn without_explain(op: &Op, mut args: Value) -> Value {
-    if op.input_schema.pointer("/properties/explain").is_some()
+    if op.takes_explain
         && let Some(map) = args.as_object_mut()
     {
         map.insert("explain".into(), Value::Bool(false));
@@ -260,8 +260,7 @@ fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomEr
             }
         }
     }
-    let declares_explain = op.input_schema.pointer("/properties/explain").is_some();
-    let explain = if declares_explain {
+    let explain = if op.takes_explain {
         map.get("explain").and_then(Value::as_bool).unwrap_or(false)
     } else {
         map.remove("explain")
