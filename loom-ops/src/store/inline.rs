@@ -137,24 +137,25 @@ fn sqlite_error(e: rusqlite::Error) -> LoomError {
     LoomError::internal(e)
 }
 
-/// The names of `$1` … `$12`, so binding formats nothing per call.
-const NUMBERED: [&str; 12] = [
-    "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11", "$12",
-];
-
 /// Binds `values` to a statement written with `$1`, `$2`, … (as every
-/// statement of the store is): `values[i]` to `$(i+1)`. By name, as SQLite
-/// numbers `$n` parameters in the order they first appear in the text.
-/// At most [`NUMBERED`]`.len()` values.
+/// statement of the store is): `values[i]` to `$(i+1)`. SQLite numbers
+/// `$n` parameters in the order they first appear in the text, so each of
+/// the statement's parameters is bound by the number in its name; a `$n`
+/// beyond `values` stays NULL. By index, not by asking SQLite for each
+/// name's index: that copied the name into a C string and searched the
+/// statement's names, ~1.5% of a `memory.get`'s instructions.
 fn bind_numbered(stmt: &mut Statement<'_>, values: &[&dyn ToSql]) -> rusqlite::Result<()> {
-    if values.len() > NUMBERED.len() {
-        return Err(rusqlite::Error::InvalidParameterCount(
-            values.len(),
-            NUMBERED.len(),
-        ));
-    }
-    for (name, value) in NUMBERED.iter().zip(values) {
-        if let Some(index) = stmt.parameter_index(name)? {
+    for index in 1..=stmt.parameter_count() {
+        let number = stmt
+            .parameter_name(index)
+            .and_then(|name| name.strip_prefix('$'))
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| {
+                rusqlite::Error::InvalidParameterName(
+                    stmt.parameter_name(index).unwrap_or("?").to_owned(),
+                )
+            })?;
+        if let Some(value) = number.checked_sub(1).and_then(|i| values.get(i)) {
             stmt.raw_bind_parameter(index, value)?;
         }
     }
@@ -220,5 +221,35 @@ impl Store {
             conn.progress_handler(0, None::<fn() -> bool>);
             out
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn first(sql: &str, values: &[&dyn ToSql]) -> rusqlite::Result<Option<String>> {
+        let conn = Connection::open_in_memory().unwrap();
+        first_row(&conn, sql, values, |r| r.get(0))
+    }
+
+    #[test]
+    fn numbered_parameters_bind_by_their_number_in_any_order() {
+        let got = first(
+            "SELECT $3 || '/' || $1 || '/' || $2 || '/' || $1 || '/' || IFNULL($4, 'null')",
+            &[&"a", &"b", &"c"],
+        );
+        assert_eq!(got.unwrap().as_deref(), Some("c/a/b/a/null"));
+        // A value the statement never names is left out.
+        assert_eq!(
+            first("SELECT $2", &[&"a", &"b"]).unwrap().as_deref(),
+            Some("b")
+        );
+        // A parameter not written `$n` is refused, not bound by chance.
+        let refused = first("SELECT ?", &[&"a"]).unwrap_err();
+        assert!(
+            matches!(refused, rusqlite::Error::InvalidParameterName(_)),
+            "{refused}"
+        );
     }
 }
