@@ -59,7 +59,7 @@ pub struct Op {
     /// The argument tree the compact profile lists.
     pub compact_input: Value,
     /// Whether the input declares `explain` (a per-hit score breakdown):
-    /// transports ask on every call, and a schema lookup was ~1% of a
+    /// MCP asks on every call, and the schema lookup was ~2% of a
     /// `memory.get`'s instructions.
     pub takes_explain: bool,
     validator: Validator,
