@@ -13,6 +13,9 @@ use loom_ops::store::{Store, StoreOptions};
 use rusqlite::{Connection, OpenFlags};
 use serde_json::json;
 
+/// The tables the telemetry file holds.
+const TABLES: [&str; 3] = ["agent_events", "memory_exposures", "memory_exposure_counts"];
+
 /// The store's SQLite file.
 fn file_of(t: &TestStore) -> PathBuf {
     PathBuf::from(t.options.url.strip_prefix("sqlite://").unwrap())
@@ -96,7 +99,7 @@ async fn what_reads_leave_behind_is_committed_to_the_telemetry_file_alone() {
         1
     );
     assert_eq!(count(&telemetry, "SELECT COUNT(*) FROM agent_events"), 3);
-    for table in ["agent_events", "memory_exposures", "memory_exposure_counts"] {
+    for table in TABLES {
         assert_eq!(
             tables_named(&memories, table),
             0,
@@ -140,7 +143,7 @@ async fn a_store_from_before_the_telemetry_file_has_its_tables_moved_when_it_ope
     assert_eq!(count(&main, "SELECT COUNT(*) FROM agent_events"), 5);
 
     let t = testing::sqlite_at(options.url, dir).await;
-    for table in ["agent_events", "memory_exposures", "memory_exposure_counts"] {
+    for table in TABLES {
         assert_eq!(
             tables_named(&main, table),
             0,
@@ -221,7 +224,7 @@ async fn a_lost_telemetry_file_is_made_again_empty() {
         .unwrap();
     assert_eq!(rows, 3, "the lost rows are gone, new ones land");
     let conn = reader(&telemetry);
-    for table in ["agent_events", "memory_exposures", "memory_exposure_counts"] {
+    for table in TABLES {
         assert!(tables_named(&conn, table) >= 1, "{table} made again");
     }
     assert_eq!(tables_named(&conn, "agent_events"), 3, "with its indexes");

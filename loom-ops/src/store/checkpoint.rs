@@ -53,7 +53,7 @@ impl std::fmt::Debug for Checkpoints {
 impl Checkpoints {
     /// Opens a connection to the file at `path` and starts the thread.
     pub(super) fn start(path: &Path) -> Result<Checkpoints, String> {
-        let conn = open(path).map_err(|e| format!("cannot open the checkpointer: {e}"))?;
+        let conn = open(path, false).map_err(|e| format!("cannot open the checkpointer: {e}"))?;
         let (ring, rung) = mpsc::sync_channel(1);
         let worker = Worker::spawn("loom-sqlite-checkpoint", ring, move || run(&conn, &rung))?;
         Ok(Checkpoints { worker })

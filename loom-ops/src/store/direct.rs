@@ -146,10 +146,9 @@ impl Direct {
 }
 
 fn open(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = worker::open(path)?;
+    let conn = worker::open(path, true)?;
     // As sqlx's writer connection: the same durability and caches.
     conn.execute_batch(SQLITE_WRITER_SETTINGS)?;
-    conn.execute_batch(super::telemetry::WRITER_SETTINGS)?;
     conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
     Ok(conn)
 }

@@ -146,15 +146,11 @@ fn sqlite_error(e: rusqlite::Error) -> LoomError {
 /// statement's names, ~1.5% of a `memory.get`'s instructions.
 fn bind_numbered(stmt: &mut Statement<'_>, values: &[&dyn ToSql]) -> rusqlite::Result<()> {
     for index in 1..=stmt.parameter_count() {
-        let number = stmt
-            .parameter_name(index)
+        let name = stmt.parameter_name(index);
+        let number = name
             .and_then(|name| name.strip_prefix('$'))
             .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| {
-                rusqlite::Error::InvalidParameterName(
-                    stmt.parameter_name(index).unwrap_or("?").to_owned(),
-                )
-            })?;
+            .ok_or_else(|| rusqlite::Error::InvalidParameterName(name.unwrap_or("?").to_owned()))?;
         if let Some(value) = number.checked_sub(1).and_then(|i| values.get(i)) {
             stmt.raw_bind_parameter(index, value)?;
         }

@@ -63,7 +63,7 @@ const SETTINGS: &str =
 /// A writer's page cache for the file, as for the main file
 /// (`open::SQLITE_WRITER_SETTINGS`): a batch of exposure counts lands on
 /// rows all over their table.
-pub(super) const WRITER_SETTINGS: &str = "PRAGMA telemetry.cache_size = -32768;";
+const WRITER_SETTINGS: &str = "PRAGMA telemetry.cache_size = -32768;";
 
 /// What a read-write connection of the store at `main` runs to attach its
 /// telemetry file: [`attach`] and [`SETTINGS`], and for a writer's

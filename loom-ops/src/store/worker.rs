@@ -58,8 +58,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A read-write connection to the file at `path` with its telemetry file
 /// attached, set as every connection of the store is ([`SQLITE_SETTINGS`],
-/// [`telemetry::statements`]).
-pub(super) fn open(path: &Path) -> rusqlite::Result<Connection> {
+/// [`telemetry::statements`], with a writer's cache when `writer`).
+pub(super) fn open(path: &Path, writer: bool) -> rusqlite::Result<Connection> {
     // CREATE for the telemetry file, which ATTACH opens with the flags the
     // connection was opened with; the store's file exists by now.
     let conn = Connection::open_with_flags(
@@ -69,6 +69,6 @@ pub(super) fn open(path: &Path) -> rusqlite::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.execute_batch(SQLITE_SETTINGS)?;
-    conn.execute_batch(&telemetry::statements(path, false))?;
+    conn.execute_batch(&telemetry::statements(path, writer))?;
     Ok(conn)
 }
