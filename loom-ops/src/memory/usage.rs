@@ -32,6 +32,7 @@ use loom_core::{BoxFuture, LoomError, OpCx, OpResult};
 
 use super::store as sql;
 use crate::store::fold::{Fold, SLICE, Sum};
+use crate::store::packed::Packed;
 use crate::store::{Backend, BatchSink, BatchWriter, Store};
 
 /// One serving of one memory version.
@@ -66,6 +67,8 @@ pub struct Served {
     pub answered_recalls: i64,
     /// With `recall`: the row's `id` (0 without).
     pub memory_id: i64,
+    /// With `recall`: where [`QueuedRecalls`] filed it, once queued.
+    slot: u64,
 }
 
 impl Served {
@@ -93,6 +96,7 @@ impl Served {
             recall: recall_of.is_some(),
             answered_recalls: 0,
             memory_id: recall_of.unwrap_or(0),
+            slot: 0,
         }
     }
 }
@@ -123,9 +127,9 @@ pub fn start(store: Store) -> UsageLog {
 
 impl UsageLog {
     /// Queues one serving.
-    pub async fn record(&self, served: Served) {
+    pub async fn record(&self, mut served: Served) {
         if served.recall {
-            self.queued.add(&served);
+            served.slot = self.queued.add(&served);
         }
         self.writer.record(served).await;
     }
@@ -200,7 +204,14 @@ impl<'a> RecallBy<'a> {
 #[derive(Debug, Default)]
 struct QueuedRecalls {
     hasher: foldhash::fast::RandomState,
-    rows: Mutex<foldhash::HashMap<u64, Queued>>,
+    rows: Mutex<Queue>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    by_slot: foldhash::HashMap<u64, Queued>,
+    /// The slots whose recalls were all written by the last settle.
+    idle: Vec<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -209,50 +220,52 @@ struct Queued {
     recalls: u32,
     /// The largest count answered.
     answered: i64,
-    /// Batches written since `recalls` fell to 0.
-    idle: u8,
 }
 
 impl QueuedRecalls {
     fn answered(&self, by: &RecallBy<'_>) -> Option<i64> {
         let slot = self.hasher.hash_one(by);
-        self.lock().get(&slot).map(|q| q.answered)
+        self.lock().by_slot.get(&slot).map(|q| q.answered)
     }
 
-    /// One more recall of `s`'s row is queued.
-    fn add(&self, s: &Served) {
-        let slot = self.slot(s);
-        let mut rows = self.lock();
-        let q = rows.entry(slot).or_default();
+    /// One more recall of `s`'s row is queued: filed under the slot
+    /// answered.
+    fn add(&self, s: &Served) -> u64 {
+        let slot = self.hasher.hash_one(RecallBy::served(s));
+        let mut queue = self.lock();
+        let q = queue.by_slot.entry(slot).or_default();
         q.recalls += 1;
         q.answered = q.answered.max(s.answered_recalls);
-        q.idle = 0;
-    }
-
-    /// Where `s`'s recall is filed.
-    fn slot(&self, s: &Served) -> u64 {
-        self.hasher.hash_one(RecallBy::served(s))
+        slot
     }
 
     /// A recall per slot listed is written (or dropped). A row whose
-    /// recalls are all written is remembered one batch more: a read that
+    /// recalls are all written is remembered one settle more: a read that
     /// took its row before this batch's commit showed may still look it up.
+    /// The work is the slots', not the whole map's: under load the map
+    /// holds every row recalled in the last fold and more, and the lock is
+    /// the one each get's count takes.
     fn settle(&self, slots: impl IntoIterator<Item = u64>) {
-        let mut queued = self.lock();
-        for slot in slots {
-            if let Some(q) = queued.get_mut(&slot) {
-                q.recalls = q.recalls.saturating_sub(1);
+        let mut queue = self.lock();
+        let Queue { by_slot, idle } = &mut *queue;
+        for slot in std::mem::take(idle) {
+            if by_slot.get(&slot).is_some_and(|q| q.recalls == 0) {
+                by_slot.remove(&slot);
             }
         }
-        queued.retain(|_, q| q.recalls > 0 || q.idle == 0);
-        for q in queued.values_mut().filter(|q| q.recalls == 0) {
-            q.idle = 1;
+        for slot in slots {
+            if let Some(q) = by_slot.get_mut(&slot) {
+                q.recalls = q.recalls.saturating_sub(1);
+                if q.recalls == 0 {
+                    idle.push(slot);
+                }
+            }
         }
     }
 
     /// A panic elsewhere while holding the lock leaves counts, not a
     /// broken map: keep using it.
-    fn lock(&self) -> std::sync::MutexGuard<'_, foldhash::HashMap<u64, Queued>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.rows
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -267,12 +280,13 @@ struct Sink {
 
 /// Where a row's recalls are filed while held: its `id` first on SQLite
 /// (0 on PostgreSQL, whose rows are then in key order, so two writers
-/// lock them in the same order), then its coordinates.
-type RowAt = (i64, String, String, String, String);
+/// lock them in the same order), then its coordinates (org, namespace,
+/// agent, key).
+type RowAt = (i64, Packed<4>);
 
 /// A row's exposures to one calling agent: (org, namespace, agent, key,
 /// served_to), the key of `memory_exposure_counts`.
-type SeenBy = (String, String, String, String, String);
+type SeenBy = Packed<5>;
 
 /// One row's held recalls.
 #[derive(Clone, Debug, Default)]
@@ -331,7 +345,10 @@ impl Slice {
     fn recalls(&self) -> Vec<sql::Recall<'_>> {
         self.recalls
             .iter()
-            .map(|((id, o, n, a, k), row)| (*id, (&**o, &**n, &**a, &**k), row.n, row.last_ms))
+            .map(|((id, at), row)| {
+                let [o, n, a, k] = at.parts();
+                (*id, (o, n, a, k), row.n, row.last_ms)
+            })
             .collect()
     }
 
@@ -339,34 +356,29 @@ impl Slice {
     fn seen(&self) -> Vec<sql::Seen<'_>> {
         self.seen
             .iter()
-            .map(|((o, n, a, k, to), count)| ((&**o, &**n, &**a, &**k, &**to), *count))
+            .map(|(by, count)| {
+                let [o, n, a, k, to] = by.parts();
+                ((o, n, a, k, to), *count)
+            })
             .collect()
     }
 }
 
 impl Held {
-    fn gather(&mut self, queued: &QueuedRecalls, by_id: bool, rows: &[Served]) {
+    fn gather(&mut self, by_id: bool, rows: &[Served]) {
         for s in rows {
-            let seen = (
-                s.org.clone(),
-                s.namespace.clone(),
-                s.agent.clone(),
-                s.memory_key.clone(),
-                s.served_to.clone(),
-            );
-            *self.seen.at(seen) += 1;
+            let (org, namespace, agent, key) = (&*s.org, &*s.namespace, &*s.agent, &*s.memory_key);
+            *self
+                .seen
+                .at(Packed::new([org, namespace, agent, key, &s.served_to])) += 1;
             if s.recall {
-                let at = (
-                    if by_id { s.memory_id } else { 0 },
-                    s.org.clone(),
-                    s.namespace.clone(),
-                    s.agent.clone(),
-                    s.memory_key.clone(),
-                );
-                let row = self.recalls.at(at);
+                let id = if by_id { s.memory_id } else { 0 };
+                let row = self
+                    .recalls
+                    .at((id, Packed::new([org, namespace, agent, key])));
                 row.n += 1;
                 row.last_ms = row.last_ms.max(s.at_ms);
-                row.slots.push(queued.slot(s));
+                row.slots.push(s.slot);
             }
         }
     }
@@ -447,7 +459,7 @@ impl BatchSink<Served> for Sink {
             let result = self.write(rows, &slice).await;
             match &result {
                 Ok(()) => {
-                    self.held().gather(&self.queued, self.by_id(), rows);
+                    self.held().gather(self.by_id(), rows);
                     self.settle(&slice);
                 }
                 // The batch is retried as it was; the slice waits for the
@@ -462,7 +474,7 @@ impl BatchSink<Served> for Sink {
     fn given_up(&self, rows: &[Served]) {
         // The exposures are lost, and with them their recalls.
         let slots = rows.iter().filter(|s| s.recall);
-        self.queued.settle(slots.map(|s| self.queued.slot(s)));
+        self.queued.settle(slots.map(|s| s.slot));
     }
 
     fn holds(&self) -> Option<Duration> {
@@ -497,8 +509,8 @@ impl BatchSink<Served> for Sink {
 mod tests {
     use super::*;
 
-    fn recall(queued: &QueuedRecalls, held: &mut Held, id: i64, at_ms: i64) {
-        let s = Served {
+    fn served(id: i64, at_ms: i64) -> Served {
+        Served {
             org: "o".into(),
             namespace: "n".into(),
             agent: "a".into(),
@@ -511,21 +523,27 @@ mod tests {
             request_id: "r".into(),
             at_ms,
             recall: true,
-            answered_recalls: 1,
+            answered_recalls: id,
             memory_id: id,
-        };
-        held.gather(queued, true, std::slice::from_ref(&s));
+            slot: 0,
+        }
+    }
+
+    fn recall(queued: &QueuedRecalls, held: &mut Held, id: i64, at_ms: i64) {
+        let mut s = served(id, at_ms);
+        s.slot = queued.add(&s);
+        held.gather(true, std::slice::from_ref(&s));
     }
 
     fn ids(slice: &Slice) -> Vec<i64> {
-        slice.recalls.iter().map(|((id, ..), _)| *id).collect()
+        slice.recalls.iter().map(|((id, _), _)| *id).collect()
     }
 
     fn keys(slice: &Slice) -> Vec<(&str, i64)> {
         slice
             .seen
             .iter()
-            .map(|((.., k, _), n)| (&**k, *n))
+            .map(|(by, n)| (by.parts()[3], *n))
             .collect()
     }
 
@@ -616,5 +634,31 @@ mod tests {
         assert_eq!(keys(&all), [("k2", 1), ("k7", 2)]);
         assert!(held.take_all().recalls.is_empty());
         assert_eq!(held.wait(), None);
+    }
+
+    #[test]
+    fn a_written_recall_is_remembered_one_settle_more() {
+        let queued = QueuedRecalls::default();
+        let s = served(7, 10);
+        let by = RecallBy::served(&s);
+        let slot = queued.add(&s);
+        assert_eq!(queued.add(&s), slot, "one row and caller, one slot");
+        queued.settle([slot]);
+        assert_eq!(queued.answered(&by), Some(7), "one recall still queued");
+        queued.settle([slot]);
+        assert_eq!(queued.answered(&by), Some(7), "written: kept a settle more");
+        queued.settle([]);
+        assert_eq!(queued.answered(&by), None, "then forgotten");
+
+        // Recalled again while kept: it stays until that recall is written.
+        queued.add(&s);
+        queued.settle([slot]);
+        queued.add(&s);
+        queued.settle([]);
+        assert_eq!(queued.answered(&by), Some(7));
+        queued.settle([slot]);
+        queued.settle([]);
+        assert_eq!(queued.answered(&by), None);
+        assert!(queued.lock().by_slot.is_empty() && queued.lock().idle.is_empty());
     }
 }

@@ -35,6 +35,7 @@ mod multirow;
 mod oauth;
 mod oidc;
 mod open;
+pub(crate) mod packed;
 mod rate_buckets;
 mod read;
 mod session_runs;
