@@ -580,6 +580,44 @@ async fn rate_limited_calls_refuse_with_the_wait() {
 }
 
 #[tokio::test]
+async fn a_short_rate_limit_wait_is_sat_out_once_in_one_call() {
+    for t in servers(|c| {
+        generous(c);
+        // 60 a minute: a full bucket of 60, then a token a second.
+        c.rate_write_per_min = 60;
+        c.mcp.ratelimit_retry_max_wait = std::time::Duration::from_secs(2);
+    })
+    .await
+    {
+        let token = admin(&t);
+        let c = McpClient::new(&t, Some(&token), "");
+        for i in 0..61 {
+            let r = c
+                .call(
+                    "loom_memory_set",
+                    json!({"memory_key": format!("k{i}"), "content": "x"}),
+                )
+                .await;
+            assert_eq!(r["isError"], false, "set {i}: {r}");
+        }
+        // The 61st waited for its token inside the call: one ledger row,
+        // not a refusal and a second try.
+        t.flush_ledger().await;
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM agent_events WHERE op = 'memory.set' AND outcome = 'ok'")
+                .await,
+            61
+        );
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM agent_events WHERE outcome = 'RATE_LIMITED'")
+                .await,
+            0
+        );
+        t.server.shutdown().await;
+    }
+}
+
+#[tokio::test]
 async fn older_revisions_get_only_the_fields_they_know() {
     for t in servers(generous).await {
         let token = admin(&t);

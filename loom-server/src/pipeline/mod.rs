@@ -21,7 +21,7 @@ pub mod ledger;
 pub mod ratelimit;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use loom_core::{
     AgentEvent, CallOptions, Caller, ErrorCode, LoomError, Op, OpCx, RateKey, Scope, Transport,
@@ -77,6 +77,10 @@ pub struct CallPolicy {
     pub readable_default: bool,
     /// Handed to the op on its context.
     pub options: CallOptions,
+    /// The longest rate-limit wait a call sits out, once, before it checks
+    /// the same buckets again (MCP: its clients do not retry); zero, or a
+    /// longer wait, refuses at once.
+    pub rate_limit_wait: Duration,
 }
 
 /// The consumer the assistant toolset's calls are ledgered as.
@@ -94,6 +98,7 @@ impl CallPolicy {
                 records_usage: false,
                 own_agent: false,
             },
+            rate_limit_wait: Duration::ZERO,
         }
     }
 }
@@ -260,7 +265,15 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
         org: cx.scope.org.clone(),
         subject: cx.caller.subject.clone(),
     };
-    if let Err(wait) = app.limiter.check(&key, op.rate).await {
+    let mut limited = app.limiter.check(&key, op.rate).await;
+    if let Err(wait) = limited
+        && !wait.is_zero()
+        && wait <= req.policy.rate_limit_wait
+    {
+        tokio::time::sleep(wait).await;
+        limited = app.limiter.check(&key, op.rate).await;
+    }
+    if let Err(wait) = limited {
         return Err(LoomError::new(
             ErrorCode::RateLimited,
             format!("too many {} calls; retry after the wait", op.rate.as_str()),

@@ -19,17 +19,18 @@ use super::methods::RpcResult;
 pub const CATALOG_LIMIT: usize = 15;
 
 /// Answers a `tools/call`.
-pub async fn call(mcp: &Mcp, conn: &Connection, _id: &Id, params: Value) -> RpcResult {
+pub async fn call(mcp: &Mcp, conn: &Connection, _id: &Id, mut params: Value) -> RpcResult {
+    // Moved out of the params, not copied: they are the call's.
+    let args = match params.as_object_mut().and_then(|p| p.remove("arguments")) {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v) => v,
+    };
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return Err((
             code::INVALID_PARAMS,
             "tools/call needs the tool's name".into(),
             None,
         ));
-    };
-    let args = match params.get("arguments") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(v) => v.clone(),
     };
     let registry = mcp.listings.registry();
     if conn.listing == Listing::Assistant {
@@ -186,7 +187,7 @@ async fn run(
         Ok(p) => p,
         Err(e) => return Ok(refusal(conn, &e)),
     };
-    let outcome = call_with_retry(mcp, conn, op, args, idempotency_key).await;
+    let outcome = call_op(mcp, conn, op, args, idempotency_key).await;
     match outcome {
         Ok(value) => {
             let structured = if shape == Shape::Full || explain {
@@ -289,10 +290,11 @@ fn call_request(conn: &Connection, op: &'static Op, args: Value) -> CallRequest 
     }
 }
 
-/// Runs the pipeline; a rate-limited call whose wait is at most
-/// `LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S` sleeps once and tries the same
-/// buckets again, since MCP clients do not retry.
-async fn call_with_retry(
+/// Runs the pipeline. A rate-limited call whose wait is at most
+/// `LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S` sits it out once and checks the
+/// same buckets again ([`CallPolicy::rate_limit_wait`]), since MCP clients
+/// do not retry.
+async fn call_op(
     mcp: &Mcp,
     conn: &Connection,
     op: &'static Op,
@@ -304,29 +306,15 @@ async fn call_with_retry(
     } else {
         None
     };
-    let request = CallRequest {
+    let mut request = CallRequest {
         idempotency_key,
         run_id,
         ..call_request(conn, op, args)
     };
-    let first = pipeline::call_to_completion(mcp.app.clone(), request.clone())
+    request.policy.rate_limit_wait = mcp.app.config.mcp.ratelimit_retry_max_wait;
+    pipeline::call_to_completion(mcp.app.clone(), request)
         .await
-        .result;
-    let max_wait = mcp.app.config.mcp.ratelimit_retry_max_wait;
-    match first {
-        Err(e) if e.code() == ErrorCode::RateLimited && !max_wait.is_zero() => {
-            match e.retry_after() {
-                Some(wait) if wait <= max_wait => {
-                    tokio::time::sleep(wait).await;
-                    pipeline::call_to_completion(mcp.app.clone(), request)
-                        .await
-                        .result
-                }
-                _ => Err(e),
-            }
-        }
-        other => other,
-    }
+        .result
 }
 
 /// The session's implicit run, begun by its first run-scoped call: one per
@@ -398,7 +386,7 @@ async fn search(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
         Ok(p) => p,
         Err(e) => return Ok(refusal(conn, &e)),
     };
-    match call_with_retry(mcp, conn, op, args, key).await {
+    match call_op(mcp, conn, op, args, key).await {
         Ok(value) => {
             let summary = summarize(&value);
             let structured = if explain { value } else { lean(value) };
