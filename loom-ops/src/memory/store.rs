@@ -332,27 +332,25 @@ pub struct SetView {
     pub own: Option<Row>,
 }
 
-/// [`SetView`] as point reads on the calling thread, in one read
-/// transaction (SQLite, [`Store::read_inline`]); `None` where there are
-/// none. What it reads is committed; a group's writes not yet committed
+/// [`SetView`] as point reads on the calling thread, in the one read
+/// snapshot [`Store::read_inline`] runs its reads in (SQLite); `None`
+/// where there are none. What it reads is committed; a group's writes not yet committed
 /// are not among it, so a write planned on it must be conditional
 /// ([`insert_in_one_step`], [`save_in_one_step`]).
 pub fn set_view_inline(store: &Store, cx: &OpCx, key: &str) -> Option<OpResult<SetView>> {
     store.read_inline(|conn| {
-        let tx = conn.unchecked_transaction()?;
         let rows = all_rows(
-            &tx,
+            conn,
             SET_GUARDS,
             &[&cx.scope.org, &cx.scope.namespace, &key],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         let own = first_row(
-            &tx,
+            conn,
             &OWN,
             &[&cx.scope.org, &cx.scope.namespace, &cx.scope.agent, &key],
             Row::from_sqlite,
         )?;
-        tx.finish()?;
         let (locked, patterns) = guards(rows);
         Ok(SetView {
             locked,

@@ -23,12 +23,13 @@
 //! times its default size (`open::SQLITE_WRITER_SETTINGS`): should this
 //! thread fall behind or stop, the WAL still does not grow without bound.
 
-use std::path::Path;
+use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
+use super::inline::Inline;
 use super::worker::{Worker, open};
 
 /// The shortest time between two checkpoints while commits come. Longer,
@@ -42,6 +43,8 @@ pub(super) const PACE: Duration = Duration::from_millis(50);
 pub(super) struct Checkpoints {
     /// Rung after each commit; one pending ring is enough.
     worker: Worker<SyncSender<()>>,
+    /// The file's inline readers, told of every commit.
+    readers: Arc<Inline>,
 }
 
 impl std::fmt::Debug for Checkpoints {
@@ -51,17 +54,23 @@ impl std::fmt::Debug for Checkpoints {
 }
 
 impl Checkpoints {
-    /// Opens a connection to the file at `path` and starts the thread.
-    pub(super) fn start(path: &Path) -> Result<Checkpoints, String> {
-        let conn = open(path, false).map_err(|e| format!("cannot open the checkpointer: {e}"))?;
+    /// Opens a connection to the file `readers` read and starts the
+    /// thread, which ends their idle snapshots before each checkpoint.
+    pub(super) fn start(readers: Arc<Inline>) -> Result<Checkpoints, String> {
+        let conn = open(readers.path(), false)
+            .map_err(|e| format!("cannot open the checkpointer: {e}"))?;
         let (ring, rung) = mpsc::sync_channel(1);
-        let worker = Worker::spawn("loom-sqlite-checkpoint", ring, move || run(&conn, &rung))?;
-        Ok(Checkpoints { worker })
+        let idle = readers.clone();
+        let worker = Worker::spawn("loom-sqlite-checkpoint", ring, move || {
+            run(&conn, &rung, &idle);
+        })?;
+        Ok(Checkpoints { worker, readers })
     }
 
-    /// A commit added to the WAL: a checkpoint is due within [`PACE`].
-    /// Never blocks.
+    /// A commit added to the WAL: the readers' snapshots are stale, and a
+    /// checkpoint is due within [`PACE`]. Never blocks.
     pub(super) fn committed(&self) {
+        self.readers.committed();
         if let Some(ring) = self.worker.sender().as_ref() {
             // Full: a checkpoint is due already.
             let _ = ring.try_send(());
@@ -75,16 +84,16 @@ impl Checkpoints {
 }
 
 /// A checkpoint per ring, at most one per [`PACE`], and a last one when
-/// the writers are gone.
-fn run(conn: &Connection, rung: &Receiver<()>) {
+/// the writers are gone; each after the idle readers' snapshots ended.
+fn run(conn: &Connection, rung: &Receiver<()>, readers: &Inline) {
     while rung.recv().is_ok() {
         let stopped = pace(rung);
-        checkpoint(conn);
+        checkpoint(conn, readers);
         if stopped {
             return;
         }
     }
-    checkpoint(conn);
+    checkpoint(conn, readers);
 }
 
 /// Waits out [`PACE`] from a ring, parked rather than on the channel, so
@@ -105,8 +114,17 @@ fn pace(rung: &Receiver<()>) -> bool {
     }
 }
 
-/// One PASSIVE checkpoint: as much of the WAL as no reader still needs.
-fn checkpoint(conn: &Connection) {
+/// One PASSIVE checkpoint: as much of the WAL as no reader still needs;
+/// then the idle readers' snapshots are ended, so that none holds a place
+/// in the WAL it copied (the writer starts the WAL over only when no
+/// reader has one; those begun next read the database file).
+fn checkpoint(conn: &Connection, readers: &Inline) {
+    copy(conn);
+    readers.end_idle();
+}
+
+/// The checkpoint itself.
+fn copy(conn: &Connection) {
     let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
         Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
     });
@@ -135,7 +153,7 @@ mod tests {
                  CREATE TABLE t (v INTEGER)",
             )
             .unwrap();
-        let checkpoints = Checkpoints::start(&path).unwrap();
+        let checkpoints = Checkpoints::start(Arc::new(Inline::new(path.clone()))).unwrap();
         for v in 0..100 {
             writer
                 .execute("INSERT INTO t (v) VALUES (?1)", [v])

@@ -19,7 +19,6 @@
 //! direct writer instead ([`super::direct`]), which takes this lock for
 //! each of its groups.
 
-use std::path::Path;
 use std::sync::{Arc, Weak};
 
 use loom_core::{LoomError, OpResult};
@@ -30,6 +29,7 @@ use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
 use super::checkpoint::Checkpoints;
 use super::db_error;
 use super::direct::Direct;
+use super::inline::Inline;
 use super::multirow::AnyQuery;
 
 /// The statements around each call's savepoint (`loom_call`), written out
@@ -102,14 +102,19 @@ pub(super) struct Member {
 impl Group {
     /// The group over `pool` (SQLite's one writer connection), with its
     /// committer task on the current runtime, and the direct writer and
-    /// the checkpoint thread of the database file at `file`, when it is
-    /// one. Every commit of either writer runs `before_commit` first.
+    /// the checkpoint thread of the database file `readers` read, when it
+    /// is one (every commit is announced to them). Every commit of either
+    /// writer runs `before_commit` first.
     pub(super) fn start(
         pool: AnyPool,
-        file: Option<&Path>,
+        readers: Option<&Arc<Inline>>,
         before_commit: &'static BeforeCommit,
     ) -> Result<Arc<Group>, String> {
-        let checkpoints = file.map(Checkpoints::start).transpose()?.map(Arc::new);
+        let checkpoints = readers
+            .map(|readers| Checkpoints::start(readers.clone()))
+            .transpose()?
+            .map(Arc::new);
+        let file = readers.map(|readers| readers.path());
         let state = Arc::new(Mutex::new(State {
             before_commit: Some(before_commit),
             checkpoints,

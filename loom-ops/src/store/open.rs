@@ -260,7 +260,7 @@ impl Store {
         let group = match backend {
             Backend::Sqlite => Some(super::group::Group::start(
                 writer.clone(),
-                inline.as_deref().map(super::inline::Inline::path),
+                inline.as_ref(),
                 &super::full_text_queue::DRAIN_PENDING,
             )?),
             Backend::Postgres => None,
