@@ -29,8 +29,10 @@
 //! ([`Inline::committed`], which every commit of the direct writer and
 //! sqlx's group announces before it answers its callers, so a caller
 //! reads what it was told was written) or for [`SNAPSHOT_AGE`] at most,
-//! which bounds how late a write from outside the store's writers (another
-//! process) is seen. It keeps one only while reads come with no commit
+//! which bounds how late a write from outside the group is seen: another
+//! process's, or the few the store makes on sqlx's writer pool directly
+//! (the signing key, the default org, revocations, OAuth and session-run
+//! rows, shared rate buckets), none of which a point read reads. It keeps one only while reads come with no commit
 //! between them (a read load); and an idle connection's snapshot is ended
 //! at each commit and after each checkpoint ([`Inline::end_idle`]), as a
 //! snapshot holds a place in the WAL and the writer starts the WAL over
