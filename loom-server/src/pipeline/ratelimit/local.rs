@@ -2,24 +2,47 @@
 //! buckets in this process's memory, so each replica has its own. Also what
 //! a shared limiter falls back to while its store is unreachable.
 
+use std::borrow::Borrow;
+use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use foldhash::{HashMap, HashMapExt};
+use foldhash::HashMap;
 use loom_core::{BoxFuture, RateClass, RateKey, RateLimiter};
 
 use super::Budgets;
 use crate::config::Config;
 
+#[derive(Clone, Copy)]
 struct Bucket {
     tokens: f64,
     at: Instant,
 }
 
-/// Buckets in this process's memory.
+/// One key's bucket per rate class (`None` until its first call).
+type Classes = [Option<Bucket>; 3];
+
+/// A class's place in [`Classes`].
+fn slot(class: RateClass) -> usize {
+    match class {
+        RateClass::Read => 0,
+        RateClass::Write => 1,
+        RateClass::Heavy => 2,
+    }
+}
+
+/// Buckets in this process's memory: each caller's, and each org's shared
+/// one, looked up by reference, so a call whose buckets exist allocates
+/// nothing (a tuple key cloned for every lookup was four `String`s a call).
 pub struct InProcessLimiter {
     budgets: Budgets,
-    buckets: Mutex<HashMap<(RateKey, RateClass), Bucket>>,
+    buckets: Mutex<Buckets>,
+}
+
+#[derive(Default)]
+struct Buckets {
+    callers: HashMap<RateKey, Classes>,
+    orgs: HashMap<String, Classes>,
 }
 
 /// How many idle buckets may pile up before full buckets are dropped.
@@ -30,43 +53,8 @@ impl InProcessLimiter {
     pub fn new(config: &Config) -> Self {
         InProcessLimiter {
             budgets: Budgets::new(config),
-            buckets: Mutex::new(HashMap::new()),
+            buckets: Mutex::new(Buckets::default()),
         }
-    }
-
-    /// The per-minute budget of a bucket: an org's shared one has no subject.
-    fn capacity(&self, key: &RateKey, class: RateClass) -> f64 {
-        let budget = self.budgets.of(class);
-        f64::from(if key.subject.is_empty() {
-            budget.org_per_min
-        } else {
-            budget.caller_per_min
-        })
-    }
-
-    /// Refills a bucket to `now`; returns its tokens and the wait for one more.
-    fn refill(
-        &self,
-        buckets: &mut HashMap<(RateKey, RateClass), Bucket>,
-        key: &RateKey,
-        class: RateClass,
-        now: Instant,
-    ) -> (f64, Duration) {
-        let capacity = self.capacity(key, class);
-        let per_sec = capacity / 60.0;
-        let bucket = buckets.entry((key.clone(), class)).or_insert(Bucket {
-            tokens: capacity,
-            at: now,
-        });
-        bucket.tokens =
-            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_sec).min(capacity);
-        bucket.at = now;
-        let wait = if bucket.tokens >= 1.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64((1.0 - bucket.tokens) / per_sec)
-        };
-        (bucket.tokens, wait)
     }
 
     pub(super) fn take(
@@ -75,32 +63,103 @@ impl InProcessLimiter {
         class: RateClass,
         now: Instant,
     ) -> Result<(), Duration> {
-        let mut buckets = self
+        let budget = self.budgets.of(class);
+        let (mine_cap, org_cap) = (
+            f64::from(budget.caller_per_min),
+            f64::from(budget.org_per_min),
+        );
+        let mut guard = self
             .buckets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if buckets.len() >= PRUNE_AT {
-            buckets.retain(|(k, c), b| {
-                let cap = self.capacity(k, *c);
-                b.tokens + now.duration_since(b.at).as_secs_f64() * cap / 60.0 < cap
-            });
+        let Buckets { callers, orgs } = &mut *guard;
+        if callers.len() + orgs.len() >= PRUNE_AT {
+            let caps = |caller: bool| {
+                [RateClass::Read, RateClass::Write, RateClass::Heavy].map(|class| {
+                    let budget = self.budgets.of(class);
+                    f64::from(if caller {
+                        budget.caller_per_min
+                    } else {
+                        budget.org_per_min
+                    })
+                })
+            };
+            let (caller_caps, org_caps) = (caps(true), caps(false));
+            callers.retain(|_, classes| !refilled(classes, &caller_caps, now));
+            orgs.retain(|_, classes| !refilled(classes, &org_caps, now));
         }
-        let org = RateKey {
-            org: key.org.clone(),
-            subject: String::new(),
-        };
-        let (mine, my_wait) = self.refill(&mut buckets, key, class, now);
-        let (shared, org_wait) = self.refill(&mut buckets, &org, class, now);
-        if mine >= 1.0 && shared >= 1.0 {
-            for k in [key, &org] {
-                if let Some(b) = buckets.get_mut(&(k.clone(), class)) {
-                    b.tokens -= 1.0;
-                }
-            }
+        // Read, refilled and written back; a bucket's first call finds it
+        // full.
+        let fresh = |tokens| Bucket { tokens, at: now };
+        let mut mine = bucket(callers, key, class).unwrap_or(fresh(mine_cap));
+        let mut shared = bucket(orgs, key.org.as_str(), class).unwrap_or(fresh(org_cap));
+        let mine_wait = refill(&mut mine, mine_cap, now);
+        let org_wait = refill(&mut shared, org_cap, now);
+        let taken = mine_wait.is_zero() && org_wait.is_zero();
+        if taken {
+            mine.tokens -= 1.0;
+            shared.tokens -= 1.0;
+        }
+        put(callers, key, || key.clone(), class, mine);
+        put(orgs, key.org.as_str(), || key.org.clone(), class, shared);
+        if taken {
             Ok(())
         } else {
-            Err(my_wait.max(org_wait))
+            Err(mine_wait.max(org_wait))
         }
+    }
+}
+
+/// Whether every bucket of a key would be full again by `now` (`caps`: each
+/// class's tokens a minute): such a key is dropped when buckets pile up.
+fn refilled(classes: &Classes, caps: &[f64; 3], now: Instant) -> bool {
+    classes.iter().zip(caps).all(|(bucket, &cap)| {
+        bucket.is_none_or(|b| b.tokens + now.duration_since(b.at).as_secs_f64() * cap / 60.0 >= cap)
+    })
+}
+
+/// `key`'s bucket of `class`, if it has one.
+fn bucket<K, Q>(map: &HashMap<K, Classes>, key: &Q, class: RateClass) -> Option<Bucket>
+where
+    K: Borrow<Q> + Hash + Eq,
+    Q: Hash + Eq + ?Sized,
+{
+    map.get(key).and_then(|classes| classes[slot(class)])
+}
+
+/// Stores `bucket` as `key`'s bucket of `class`; `owned` makes the key on
+/// its first call, the only time a call allocates here.
+fn put<K, Q>(
+    map: &mut HashMap<K, Classes>,
+    key: &Q,
+    owned: impl FnOnce() -> K,
+    class: RateClass,
+    bucket: Bucket,
+) where
+    K: Borrow<Q> + Hash + Eq,
+    Q: Hash + Eq + ?Sized,
+{
+    match map.get_mut(key) {
+        Some(classes) => classes[slot(class)] = Some(bucket),
+        None => {
+            let mut classes = Classes::default();
+            classes[slot(class)] = Some(bucket);
+            map.insert(owned(), classes);
+        }
+    }
+}
+
+/// Refills `bucket`, of `capacity` tokens a minute, to `now` (a new one
+/// starts full); the wait for one token, zero when it holds one.
+fn refill(bucket: &mut Bucket, capacity: f64, now: Instant) -> Duration {
+    let per_sec = capacity / 60.0;
+    bucket.tokens =
+        (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_sec).min(capacity);
+    bucket.at = now;
+    if bucket.tokens >= 1.0 {
+        Duration::ZERO
+    } else {
+        Duration::from_secs_f64((1.0 - bucket.tokens) / per_sec)
     }
 }
 
@@ -184,5 +243,33 @@ mod tests {
                 .take(&key, RateClass::Write, t0 + Duration::from_secs(30))
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn piled_up_buckets_are_dropped_once_full_again() {
+        let limiter = InProcessLimiter::new(&Config {
+            rate_read_per_min: 60,
+            rate_org_read_per_min: 10_000_000,
+            ..Config::default()
+        });
+        let key = |n: usize| RateKey {
+            org: "acme".into(),
+            subject: format!("s{n}"),
+        };
+        let t0 = Instant::now();
+        for n in 0..PRUNE_AT {
+            assert!(limiter.take(&key(n), RateClass::Read, t0).is_ok());
+        }
+        // s0 spends all it has.
+        while limiter.take(&key(0), RateClass::Read, t0).is_ok() {}
+        let count = || {
+            let b = limiter.buckets.lock().unwrap();
+            (b.callers.len(), b.orgs.len())
+        };
+        assert_eq!(count(), (PRUNE_AT, 1));
+        // Half a minute on, every other bucket is full again and goes.
+        let later = t0 + Duration::from_secs(30);
+        assert!(limiter.take(&key(1), RateClass::Read, later).is_ok());
+        assert_eq!(count(), (2, 1), "s0, still refilling, and s1, just taken");
     }
 }
