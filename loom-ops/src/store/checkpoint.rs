@@ -55,7 +55,7 @@ impl std::fmt::Debug for Checkpoints {
 
 impl Checkpoints {
     /// Opens a connection to the file `readers` read and starts the
-    /// thread, which ends their idle snapshots before each checkpoint.
+    /// thread, which ends their idle snapshots after each checkpoint.
     pub(super) fn start(readers: Arc<Inline>) -> Result<Checkpoints, String> {
         let conn = open(readers.path(), false)
             .map_err(|e| format!("cannot open the checkpointer: {e}"))?;
@@ -84,7 +84,7 @@ impl Checkpoints {
 }
 
 /// A checkpoint per ring, at most one per [`PACE`], and a last one when
-/// the writers are gone; each after the idle readers' snapshots ended.
+/// the writers are gone.
 fn run(conn: &Connection, rung: &Receiver<()>, readers: &Inline) {
     while rung.recv().is_ok() {
         let stopped = pace(rung);
