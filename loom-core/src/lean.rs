@@ -51,10 +51,16 @@ pub fn lean(mut full: Value) -> Value {
 fn trim(v: &mut Value) {
     match v {
         Value::Object(map) => {
-            map.retain(|k, _| !DIAGNOSTIC_KEYS.contains(&k.as_str()));
-            map.values_mut().for_each(trim);
-            // Empty sections of a list answer still say "nothing found".
-            map.retain(|_, v| v.is_array() || !is_empty(v));
+            // One pass: each pass that drops a key rebuilds the map's
+            // index. Empty sections of a list answer still say "nothing
+            // found".
+            map.retain(|k, v| {
+                if DIAGNOSTIC_KEYS.contains(&k.as_str()) {
+                    return false;
+                }
+                trim(v);
+                v.is_array() || !is_empty(v)
+            });
         }
         Value::Array(items) => items.iter_mut().for_each(trim),
         _ => {}
