@@ -60,9 +60,9 @@ impl Checkpoints {
         let conn = open(readers.path(), false)
             .map_err(|e| format!("cannot open the checkpointer: {e}"))?;
         let (ring, rung) = mpsc::sync_channel(1);
-        let idle = readers.clone();
+        let told = readers.clone();
         let worker = Worker::spawn("loom-sqlite-checkpoint", ring, move || {
-            run(&conn, &rung, &idle);
+            run(&conn, &rung, &told);
         })?;
         Ok(Checkpoints { worker, readers })
     }
