@@ -87,7 +87,8 @@ impl Reader {
     /// Ends the snapshot; false when the connection could not leave its
     /// transaction and is not to be used again.
     fn end(&mut self) -> bool {
-        if self.snapshot.take().is_some() || !self.conn.is_autocommit() {
+        self.snapshot = None;
+        if !self.conn.is_autocommit() {
             // A read transaction: nothing to undo, and it ends either way.
             let _ = self
                 .conn
