@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -297,15 +297,21 @@ fn authenticate(
     }
 }
 
-async fn post_mcp(
-    State(mcp): State<Arc<Mcp>>,
-    Query(query): Query<ConnectionQuery>,
-    axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let bytes = read_bytes(&mcp.app, &headers, body).await;
-    if let Err(refusal) = check_host_and_origin(&mcp, &headers) {
+/// Takes the request whole: its headers and request id are moved out of it
+/// (the `HeaderMap` and `Extension` extractors clone them, every call).
+async fn post_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let query: ConnectionQuery = match Query::try_from_uri(&parts.uri) {
+        Ok(Query(query)) => query,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let Some(RequestId(request_id)) = parts.extensions.remove::<RequestId>() else {
+        // The router's request-id layer gives every request one.
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let headers = &parts.headers;
+    let bytes = read_bytes(&mcp.app, headers, body).await;
+    if let Err(refusal) = check_host_and_origin(&mcp, headers) {
         return *refusal;
     }
     let bytes = match bytes {
@@ -321,7 +327,7 @@ async fn post_mcp(
             );
         }
     };
-    let header_revision = match check_protocol_header(&headers) {
+    let header_revision = match check_protocol_header(headers) {
         Ok(r) => r,
         Err(refusal) => return *refusal,
     };
@@ -334,7 +340,7 @@ async fn post_mcp(
         RpcBody::Batch(ms) => (ms, true),
     };
 
-    let session_id = header_str(&headers, &SESSION_ID).map(str::to_owned);
+    let session_id = header_str(headers, &SESSION_ID).map(str::to_owned);
     let session = match &session_id {
         Some(id) => match mcp.sessions.get(id) {
             Some(s) => Some(s),
@@ -350,7 +356,7 @@ async fn post_mcp(
         Message::Request { method, .. } => needs_bearer(mode, method),
         _ => false,
     });
-    let (caller, authenticated) = match authenticate(&mcp, &headers, required) {
+    let (caller, authenticated) = match authenticate(&mcp, headers, required) {
         Ok(a) => a,
         Err(refusal) => return *refusal,
     };
@@ -384,7 +390,7 @@ async fn post_mcp(
         caller,
         authenticated,
         request_id,
-        code_scope: header_str(&headers, &HeaderName::from_static("x-loom-code-scope"))
+        code_scope: header_str(headers, &HeaderName::from_static("x-loom-code-scope"))
             .map(str::to_owned),
     };
 

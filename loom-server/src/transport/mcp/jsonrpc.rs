@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use serde::{Serialize, Serializer};
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
@@ -164,6 +166,9 @@ impl FramingError {
 
 /// Parses a body into a message or a batch.
 pub fn parse(body: &[u8]) -> Result<Body, FramingError> {
+    if let Some(message) = single_request(body) {
+        return Ok(Body::Single(message));
+    }
     let value: Value = serde_json::from_slice(body).map_err(|e| FramingError {
         code: code::PARSE_ERROR,
         message: format!("parse error: {e}"),
@@ -191,43 +196,89 @@ pub fn parse(body: &[u8]) -> Result<Body, FramingError> {
     }
 }
 
+/// A body that is one object naming its method as a string, the shape of
+/// nearly every request, read straight into its parts: read as a JSON
+/// value, its envelope was a map of its own (keys allocated and hashed) of
+/// which only the params are kept. Anything else (a batch, a response, a
+/// method or version that is not a string, a key given twice, bad JSON) is `None`,
+/// left to [`message`], which answers it exactly as before; what both
+/// read, they read alike ([`request`]).
+fn single_request(body: &[u8]) -> Option<Message> {
+    /// An optional member kept even when `null` (serde reads a `null`
+    /// `Option` as absent; an `"id": null` is an invalid id, not a
+    /// notification).
+    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+        Value::deserialize(d).map(Some)
+    }
+    #[derive(Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        jsonrpc: Option<Cow<'a, str>>,
+        #[serde(default, deserialize_with = "present")]
+        id: Option<Value>,
+        method: String,
+        #[serde(default, deserialize_with = "present")]
+        params: Option<Value>,
+    }
+    // Only an object: a derived struct would also read an array, by position.
+    let first = body.iter().find(|b| !b.is_ascii_whitespace())?;
+    if *first != b'{' {
+        return None;
+    }
+    let envelope: Envelope = serde_json::from_slice(body).ok()?;
+    Some(request(
+        envelope.id.as_ref(),
+        envelope.jsonrpc.as_deref() == Some("2.0"),
+        envelope.method,
+        envelope.params,
+    ))
+}
+
 /// One message of a body, taken apart: its params move into the message
 /// (a copy of them was a deep clone of every call's arguments).
 fn message(v: Value) -> Message {
     let Value::Object(mut obj) = v else {
-        return Message::Invalid {
-            id: None,
-            reason: "a message is a JSON object".into(),
-        };
+        return invalid(None, "a message is a JSON object");
     };
-    let raw_id = obj.get("id");
-    let has_id = raw_id.is_some();
-    let id = raw_id.and_then(Id::from_value);
+    let raw_id = obj.remove("id");
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Message::Invalid {
-            id,
-            reason: "jsonrpc must be \"2.0\"".into(),
-        };
+        return invalid(raw_id.as_ref(), WRONG_VERSION);
     }
     let method = match obj.remove("method") {
         Some(Value::String(method)) => method,
-        Some(_) => {
-            return Message::Invalid {
-                id,
-                reason: "method must be a string".into(),
-            };
-        }
+        Some(_) => return invalid(raw_id.as_ref(), "method must be a string"),
         None if obj.contains_key("result") || obj.contains_key("error") => {
             return Message::Response;
         }
-        None => {
-            return Message::Invalid {
-                id,
-                reason: "a request names its method".into(),
-            };
-        }
+        None => return invalid(raw_id.as_ref(), "a request names its method"),
     };
-    let params = match obj.remove("params") {
+    request(raw_id.as_ref(), true, method, obj.remove("params"))
+}
+
+const WRONG_VERSION: &str = "jsonrpc must be \"2.0\"";
+
+/// An invalid message, with its id when that is readable.
+fn invalid(raw_id: Option<&Value>, reason: &str) -> Message {
+    Message::Invalid {
+        id: raw_id.and_then(Id::from_value),
+        reason: reason.into(),
+    }
+}
+
+/// A message that names its method, checked for its version, params and
+/// id in that order.
+fn request(
+    raw_id: Option<&Value>,
+    version_ok: bool,
+    method: String,
+    params: Option<Value>,
+) -> Message {
+    if !version_ok {
+        return invalid(raw_id, WRONG_VERSION);
+    }
+    let has_id = raw_id.is_some();
+    let id = raw_id.and_then(Id::from_value);
+    let params = match params {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(p @ Value::Object(_)) => p,
         Some(_) => {
@@ -354,6 +405,49 @@ mod tests {
                 other => panic!("{body}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn the_typed_read_of_one_request_agrees_with_the_value_read() {
+        let read = |body: &str| message(serde_json::from_str(body).unwrap());
+        let bodies = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"k":"v"}}}"#,
+            r#" {"method":"ping","id":"a","jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","method":"ping","params":null,"id":18446744073709551615}"#,
+            r#"{"jsonrpc":"2\u002e0","method":"ping","id":2}"#,
+            r#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#,
+            r#"{"id":3,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"ping","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"ping","params":"x","extra":{"a":1}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"x","result":{}}"#,
+        ];
+        for body in bodies {
+            let typed = single_request(body.as_bytes()).unwrap_or_else(|| panic!("{body}"));
+            assert_eq!(format!("{typed:?}"), format!("{:?}", read(body)), "{body}");
+        }
+        // What the typed read leaves to the value read: not an object, no
+        // method or one that is not a string, a version that is not a
+        // string, a key given twice, bad JSON.
+        for body in [
+            r#"{"jsonrpc":2,"id":3,"method":"ping"}"#,
+            r#"["2.0",1,"ping",{}]"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":5}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a""#,
+        ] {
+            assert!(single_request(body.as_bytes()).is_none(), "{body}");
+        }
+        let Body::Single(Message::Request { method, .. }) =
+            parse(br#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(method, "b", "a key given twice: the last one, as before");
     }
 
     #[test]
