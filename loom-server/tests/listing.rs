@@ -148,7 +148,7 @@ fn the_cached_text_is_the_listing() {
         for profile in [Profile::Standard, Profile::Full] {
             for revision in [Revision::V2024_11_05, Revision::V2025_11_25] {
                 let text = l.tools_list_text(&listing, profile, revision);
-                let read: Value = serde_json::from_str(text.get()).unwrap();
+                let read: Value = serde_json::from_str(&text).unwrap();
                 let value = l.tools_list(&listing, profile, revision);
                 assert_eq!(read, *value, "{roster} {profile:?} {revision:?}");
                 assert!(!tools(&value).is_empty(), "{roster}");

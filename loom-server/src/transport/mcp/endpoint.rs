@@ -18,11 +18,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use loom_core::{Caller, ErrorCode, Listing, LoomError, Profile, RateClass, RateKey};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::config::AuthMode;
-use super::jsonrpc::{self, Body as RpcBody, Message, code};
+use super::jsonrpc::{self, Body as RpcBody, JsonText, Message, code};
 use super::listing::Listings;
 use super::protocol::{self, Revision};
 use super::session::{Session, Sessions};
@@ -149,21 +148,21 @@ fn rpc_error_response(
 
 /// The body for the answers, each JSON text already: the one answer, or
 /// the batch's as an array.
-fn batch_text(mut answers: Vec<Box<RawValue>>, batch: bool) -> String {
+fn batch_text(mut answers: Vec<JsonText>, batch: bool) -> String {
     if !batch
         && answers.len() == 1
         && let Some(answer) = answers.pop()
     {
-        return Box::<str>::from(answer).into_string();
+        return answer.into_string();
     }
     let mut text =
-        String::with_capacity(answers.iter().map(|a| a.get().len() + 1).sum::<usize>() + 1);
+        String::with_capacity(answers.iter().map(|a| a.as_str().len() + 1).sum::<usize>() + 1);
     text.push('[');
     for (i, answer) in answers.iter().enumerate() {
         if i > 0 {
             text.push(',');
         }
-        text.push_str(answer.get());
+        text.push_str(answer.as_str());
     }
     text.push(']');
     text

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize, Serializer};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 /// The largest batch Loom runs.
@@ -77,10 +76,10 @@ pub enum Reply {
     /// JSON text written already: a tool result, whose text block and
     /// `structuredContent` come from one serialization
     /// ([`super::outcome::tool_result`]), copied into the response as is.
-    Json(Box<RawValue>),
+    Json(JsonText),
     /// JSON text kept for every answer that carries it (the cached
     /// `tools/list` result).
-    Shared(Arc<RawValue>),
+    Shared(Arc<str>),
 }
 
 impl From<Value> for Reply {
@@ -89,24 +88,57 @@ impl From<Value> for Reply {
     }
 }
 
-impl Serialize for Reply {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Reply::Value(value) => value.serialize(s),
-            Reply::Json(text) => text.serialize(s),
-            Reply::Shared(text) => (**text).serialize(s),
-        }
-    }
-}
+/// JSON text Loom wrote: serde_json's output ([`JsonText::of`]), or such
+/// text joined with JSON punctuation by the few functions here and in
+/// [`super::outcome`] that assemble an answer (their tests parse what they
+/// write). An answer is written once and then copied as text, never parsed
+/// or checked again.
+#[derive(Clone, Debug)]
+pub struct JsonText(String);
 
-/// `value` as JSON text. What Loom answers with (values, JSON text and
-/// structs of them with string keys) always serializes; were it not to,
-/// the answer would be `null`, logged.
-pub fn text(value: &impl Serialize) -> Box<RawValue> {
-    serde_json::value::to_raw_value(value).unwrap_or_else(|e| {
-        tracing::error!(cause = %e, "an answer did not serialize");
-        Box::<RawValue>::default()
-    })
+impl JsonText {
+    /// `value` as JSON text. What Loom answers with (values, and structs of
+    /// them with string keys) always serializes; were it not to, the answer
+    /// would be `null`, logged.
+    pub fn of(value: &impl Serialize) -> JsonText {
+        serde_json::to_string(value)
+            .map(JsonText)
+            .unwrap_or_else(|e| {
+                tracing::error!(cause = %e, "an answer did not serialize");
+                JsonText("null".into())
+            })
+    }
+
+    /// Text assembled from [`JsonText`]s and JSON punctuation.
+    pub(super) fn assembled(text: String) -> JsonText {
+        JsonText(text)
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The text, owned.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
+    /// Appends this text to `out` as the contents of a JSON string (the
+    /// quotes left to the caller). serde_json writes no control character
+    /// raw, in a string or out of one (compact text has no whitespace), so
+    /// only `"` and `\` are escaped: found with memchr, this is about half
+    /// the instructions of serde_json's byte-by-byte escaping of a string.
+    pub fn push_string_contents(&self, out: &mut String) {
+        let text = self.0.as_str();
+        let mut start = 0;
+        for at in memchr::memchr2_iter(b'"', b'\\', text.as_bytes()) {
+            out.push_str(&text[start..at]);
+            out.push('\\');
+            start = at;
+        }
+        out.push_str(&text[start..]);
+    }
 }
 
 /// One incoming message.
@@ -299,19 +331,25 @@ fn request(
 }
 
 /// A successful response, as the text sent: written once, the result
-/// included (no JSON value is built for the envelope).
-pub fn result_response(id: &Id, result: &Reply) -> Box<RawValue> {
-    #[derive(Serialize)]
-    struct Response<'a> {
-        jsonrpc: &'static str,
-        id: &'a Id,
-        result: &'a Reply,
-    }
-    text(&Response {
-        jsonrpc: "2.0",
-        id,
-        result,
-    })
+/// copied in (no JSON value is built for the envelope).
+pub fn result_response(id: &Id, result: &Reply) -> JsonText {
+    let value;
+    let result = match result {
+        Reply::Value(v) => {
+            value = JsonText::of(v);
+            value.as_str()
+        }
+        Reply::Json(text) => text.as_str(),
+        Reply::Shared(text) => text,
+    };
+    let id = JsonText::of(id);
+    let mut out = String::with_capacity(result.len() + id.as_str().len() + 32);
+    out.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    out.push_str(id.as_str());
+    out.push_str(r#","result":"#);
+    out.push_str(result);
+    out.push('}');
+    JsonText::assembled(out)
 }
 
 /// An error response; `id` omitted when unknown.

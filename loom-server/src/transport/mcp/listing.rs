@@ -10,10 +10,9 @@ use std::sync::{Arc, RwLock};
 
 use loom_core::render::{loom_op_routes, render_op_names};
 use loom_core::{Listing, Op, Profile, Registry};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::jsonrpc::text;
+use super::jsonrpc::JsonText;
 use super::protocol::Revision;
 
 /// The registry op behind the synthetic `loom_search` tool.
@@ -33,7 +32,7 @@ type Key = (Listing, Profile, Revision);
 #[derive(Clone)]
 struct Listed {
     value: Arc<Value>,
-    text: Arc<RawValue>,
+    text: Arc<str>,
 }
 
 /// The cached listings of one registry.
@@ -72,7 +71,7 @@ impl Listings {
         listing: &Listing,
         profile: Profile,
         revision: Revision,
-    ) -> Arc<RawValue> {
+    ) -> Arc<str> {
         self.listed(listing, profile, revision).text
     }
 
@@ -92,7 +91,7 @@ impl Listings {
             "cacheScope": "public",
         });
         let built = Listed {
-            text: Arc::from(text(&value)),
+            text: Arc::from(JsonText::of(&value).into_string()),
             value: Arc::new(value),
         };
         self.cache

@@ -1,10 +1,9 @@
 //! The MCP methods Loom serves, one message at a time.
 
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::endpoint::{Connection, Mcp};
-use super::jsonrpc::{self, Id, Message, Reply, code};
+use super::jsonrpc::{self, Id, JsonText, Message, Reply, code};
 use super::listing::LIST_TTL_MS;
 use super::primer::{self, Workspace};
 use super::protocol::{self, Revision};
@@ -23,10 +22,10 @@ pub async fn handle(
     conn: &mut Connection,
     message: Message,
     in_batch: bool,
-) -> Option<Box<RawValue>> {
+) -> Option<JsonText> {
     match message {
         Message::Notification { .. } | Message::Response => None,
-        Message::Invalid { id, reason } => Some(jsonrpc::text(&jsonrpc::error_response(
+        Message::Invalid { id, reason } => Some(JsonText::of(&jsonrpc::error_response(
             id.as_ref(),
             code::INVALID_REQUEST,
             &format!("invalid request: {reason}"),
@@ -36,7 +35,7 @@ pub async fn handle(
             match request(mcp, conn, &id, &method, params, in_batch).await {
                 Ok(result) => jsonrpc::result_response(&id, &result),
                 Err((code, message, data)) => {
-                    jsonrpc::text(&jsonrpc::error_response(Some(&id), code, &message, data))
+                    JsonText::of(&jsonrpc::error_response(Some(&id), code, &message, data))
                 }
             },
         ),

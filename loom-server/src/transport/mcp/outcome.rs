@@ -4,11 +4,9 @@
 //! results and only faults are errors.
 
 use loom_core::{ErrorCode, LoomError};
-use serde::Serialize;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::jsonrpc::{Reply, code, text};
+use super::jsonrpc::{JsonText, Reply, code};
 use super::protocol::Revision;
 
 /// Faults Loom names: their code and message are stated in the JSON-RPC error.
@@ -23,42 +21,32 @@ const NAMED_FAULTS: &[&str] = &[
 /// A successful tool result. `structured` is what `structuredContent` and
 /// `content[0].text` carry; `summary` adds a second text block.
 ///
-/// `structured` is serialized once: the text block is that JSON text, and
-/// `structuredContent` is the same text, copied into the answer as is.
-/// Built as a JSON value, it was serialized twice (for the text, then in
-/// the response) and its envelope was a map of its own.
+/// `structured` is serialized once: the text block is that JSON text
+/// escaped as a string, and `structuredContent` is the same text, copied
+/// into the answer as is. Written through serde, the text block's escaping
+/// was ~4% of a memory.get's instructions.
 pub fn tool_result(structured: Value, summary: Option<String>, revision: Revision) -> Reply {
-    #[derive(Serialize)]
-    struct Text<'a> {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        text: &'a str,
-    }
-    #[derive(Serialize)]
-    struct ToolResult<'a> {
-        content: Vec<Text<'a>>,
-        #[serde(rename = "isError")]
-        is_error: bool,
-        #[serde(rename = "structuredContent", skip_serializing_if = "Option::is_none")]
-        structured: Option<&'a RawValue>,
-    }
-    let json = text(&structured);
+    let json = JsonText::of(&structured);
     drop(structured);
-    let mut content = vec![Text {
-        kind: "text",
-        text: json.get(),
-    }];
+    let summary = summary.map(|s| JsonText::of(&s));
+    let len = json.as_str().len();
+    let mut out =
+        String::with_capacity(2 * len + summary.as_ref().map_or(0, |s| s.as_str().len()) + 128);
+    out.push_str(r#"{"content":[{"type":"text","text":""#);
+    json.push_string_contents(&mut out);
+    out.push_str(r#""}"#);
     if let Some(summary) = &summary {
-        content.push(Text {
-            kind: "text",
-            text: summary,
-        });
+        out.push_str(r#",{"type":"text","text":"#);
+        out.push_str(summary.as_str());
+        out.push('}');
     }
-    Reply::Json(text(&ToolResult {
-        content,
-        is_error: false,
-        structured: revision.has_structured_output().then_some(&*json),
-    }))
+    out.push_str(r#"],"isError":false"#);
+    if revision.has_structured_output() {
+        out.push_str(r#","structuredContent":"#);
+        out.push_str(json.as_str());
+    }
+    out.push('}');
+    Reply::Json(JsonText::assembled(out))
 }
 
 /// Whether an error is a refusal (a tool result) rather than a fault (a JSON-RPC error).
@@ -173,20 +161,27 @@ mod tests {
     }
 
     fn as_value(reply: Reply) -> Value {
-        serde_json::to_value(&reply).unwrap()
+        let Reply::Json(text) = reply else {
+            panic!("a tool result is JSON text")
+        };
+        serde_json::from_str(text.as_str()).unwrap()
     }
 
     #[test]
     fn results_carry_text_and_structured_content() {
-        let structured = json!({"a": 1, "s": "say \"hi\"\n", "n": [1.5, null, {"z": true}]});
+        let structured = json!({
+            "a": 1,
+            "s": "say \"hi\"\n\\ \\\" \u{0}\u{1f}\t é 😀 \u{2028} </script>",
+            "\"k\\": [1.5, null, {"z": true, "": "\\"}]
+        });
         let r = as_value(tool_result(
             structured.clone(),
-            Some("one hit".into()),
+            Some("one \"hit\" \\ \n".into()),
             Revision::V2025_06_18,
         ));
         let text = r["content"][0]["text"].as_str().unwrap();
         assert_eq!(serde_json::from_str::<Value>(text).unwrap(), structured);
-        assert_eq!(r["content"][1]["text"], "one hit");
+        assert_eq!(r["content"][1]["text"], "one \"hit\" \\ \n");
         assert_eq!(r["structuredContent"], structured);
         assert_eq!(r["isError"], false);
     }
