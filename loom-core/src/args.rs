@@ -35,6 +35,18 @@ pub struct Validator {
     schema: Value,
     required: Vec<String>,
     optional: Vec<String>,
+    /// The top-level fields, read once from `schema`: every call's keys are
+    /// looked up here (through `schema`, each was two hashed lookups in it).
+    top: Option<TopLevel>,
+    /// The [`SERVER_FILLED`] keys the input declares.
+    declared_server_filled: Vec<&'static str>,
+}
+
+/// The object schema [`collect_unknown`] checks the top level against.
+struct TopLevel {
+    fields: Vec<String>,
+    /// Any key is known (no fields listed, extra ones not refused).
+    open: bool,
 }
 
 /// One unknown key and what it most likely meant.
@@ -51,11 +63,26 @@ impl Validator {
     /// accepted) and the listed one (what refusals name).
     pub fn new(full: &Value, listed: &Value) -> Validator {
         let (required, optional) = visible_args(listed);
+        let top = object_schemas(full).first().map(|obj| TopLevel {
+            fields: schema::properties(obj).map(|(k, _)| k.clone()).collect(),
+            open: is_open(obj),
+        });
+        let declared_server_filled = SERVER_FILLED
+            .iter()
+            .copied()
+            .filter(|key| {
+                object_schemas(full)
+                    .iter()
+                    .any(|obj| obj.get("properties").and_then(|p| p.get(*key)).is_some())
+            })
+            .collect();
         Validator {
             compiled: jsonschema::draft202012::new(full).ok(),
             schema: full.clone(),
             required,
             optional,
+            top,
+            declared_server_filled,
         }
     }
 
@@ -74,19 +101,29 @@ impl Validator {
     /// pipeline reads `org` and `agent` for identity whatever the op), so
     /// they must not reach an input that refuses unknown fields.
     pub fn without_undeclared_server_filled(&self, mut args: Value) -> Value {
-        let declared = |key: &str| {
-            object_schemas(&self.schema)
-                .iter()
-                .any(|obj| obj.get("properties").and_then(|p| p.get(key)).is_some())
-        };
-        if let Some(map) = args.as_object_mut() {
-            map.retain(|key, _| !SERVER_FILLED.contains(&key.as_str()) || declared(key));
+        let dropped =
+            |key: &str| SERVER_FILLED.contains(&key) && !self.declared_server_filled.contains(&key);
+        if let Some(map) = args.as_object_mut()
+            && map.keys().any(|key| dropped(key))
+        {
+            map.retain(|key, _| !dropped(key));
         }
         args
     }
 
     /// Every unknown key in `args`, at any depth the schema describes.
     pub fn unknown_keys(&self, args: &Value) -> Vec<Unknown> {
+        // The common call: every key a top-level field holding no fields of
+        // its own, or one the server fills. Nothing to look deeper into.
+        if let (Some(top), Value::Object(map)) = (&self.top, args)
+            && map.iter().all(|(key, v)| {
+                top.open
+                    || SERVER_FILLED.contains(&key.as_str()) && !top.fields.iter().any(|f| f == key)
+                    || top.fields.iter().any(|f| f == key) && !v.is_object() && !v.is_array()
+            })
+        {
+            return Vec::new();
+        }
         let mut out = Vec::new();
         collect_unknown(&self.schema, args, "", &mut out);
         out
@@ -121,7 +158,9 @@ impl Validator {
                 }
             }
         }
-        nul_errors(args, "", &mut errors);
+        if has_nul(args) {
+            nul_errors(args, "", &mut errors);
+        }
         if errors.is_empty() && unknown.is_empty() {
             Ok(())
         } else {
@@ -250,6 +289,17 @@ fn expected_type(e: &jsonschema::ValidationError<'_>) -> String {
 /// Every string (object keys included) holding a NUL character. No op
 /// means one, and PostgreSQL's text refuses it outright: checked here, it is
 /// the caller's mistake on both backends instead of a failed statement on one.
+/// Whether a NUL is in any string or key of `v` ([`nul_errors`] writes the
+/// path of each, which is worth doing only for one that has one).
+fn has_nul(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(has_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
 fn nul_errors(v: &Value, path: &str, out: &mut Vec<String>) {
     const NUL: &str = "should not contain the NUL character (\\u0000) [string_nul]";
     match v {
@@ -313,6 +363,14 @@ fn object_schemas(s: &Value) -> Vec<&Value> {
         .collect()
 }
 
+/// Whether an object schema knows any key: it lists no fields and does
+/// not refuse extra ones.
+fn is_open(obj: &Value) -> bool {
+    obj.get("additionalProperties")
+        .is_some_and(|a| a != &Value::Bool(false))
+        && schema::properties(obj).next().is_none()
+}
+
 fn item_schema(s: &Value) -> Option<&Value> {
     s.get("items").or_else(|| {
         ["anyOf", "oneOf"]
@@ -330,10 +388,7 @@ fn collect_unknown(schema: &Value, value: &Value, prefix: &str, out: &mut Vec<Un
                 return;
             };
             let fields = || schema::properties(obj).map(|(k, _)| k.as_str());
-            let open = obj
-                .get("additionalProperties")
-                .is_some_and(|a| a != &Value::Bool(false))
-                && fields().next().is_none();
+            let open = is_open(obj);
             // The path is written only for a field that holds fields of its
             // own or is unknown: every call checks its arguments here.
             let path = |key: &str| {
@@ -556,6 +611,43 @@ mod tests {
         assert_eq!(handed, json!({"memory_key": "k", "agent": "bob"}));
         let get: Result<Get, _> = serde_json::from_value(handed);
         assert!(get.is_ok(), "the op's input takes what is handed on");
+    }
+
+    #[test]
+    fn the_quick_look_at_top_level_keys_agrees_with_the_full_walk() {
+        for (v, args) in [
+            (validator::<Get>(), json!({"memory_key": "k", "agent": "a"})),
+            (
+                validator::<Get>(),
+                json!({"memory_key": "k", "org": "o", "consumer": "c"}),
+            ),
+            (
+                validator::<Get>(),
+                json!({"memory_key": "k", "fields": ["content"]}),
+            ),
+            (validator::<Get>(), json!({"memory_key": "k", "key": "k"})),
+            (validator::<Get>(), json!({"memory_key": {"nested": 1}})),
+            (
+                validator::<Apply>(),
+                json!({"action": "pin", "filter": {"lables": []}}),
+            ),
+            (
+                validator::<Apply>(),
+                json!({"action": "pin", "filter": {"labels": []}}),
+            ),
+            (
+                validator::<Apply>(),
+                json!({"action": "pin", "agent": "a", "dry_run": true}),
+            ),
+            (
+                validator::<Apply>(),
+                json!({"action": "pin", "filter": [{"x": 1}]}),
+            ),
+        ] {
+            let mut walked = Vec::new();
+            collect_unknown(&v.schema, &args, "", &mut walked);
+            assert_eq!(v.unknown_keys(&args), walked, "{args}");
+        }
     }
 
     #[test]
