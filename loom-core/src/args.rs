@@ -286,9 +286,6 @@ fn expected_type(e: &jsonschema::ValidationError<'_>) -> String {
     }
 }
 
-/// Every string (object keys included) holding a NUL character. No op
-/// means one, and PostgreSQL's text refuses it outright: checked here, it is
-/// the caller's mistake on both backends instead of a failed statement on one.
 /// Whether a NUL is in any string or key of `v` ([`nul_errors`] writes the
 /// path of each, which is worth doing only for one that has one).
 fn has_nul(v: &Value) -> bool {
@@ -300,6 +297,9 @@ fn has_nul(v: &Value) -> bool {
     }
 }
 
+/// Every string (object keys included) holding a NUL character. No op
+/// means one, and PostgreSQL's text refuses it outright: checked here, it is
+/// the caller's mistake on both backends instead of a failed statement on one.
 fn nul_errors(v: &Value, path: &str, out: &mut Vec<String>) {
     const NUL: &str = "should not contain the NUL character (\\u0000) [string_nul]";
     match v {

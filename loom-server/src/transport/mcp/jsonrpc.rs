@@ -4,9 +4,8 @@
 //! request id is unknown omits `id`, since the 2025-11-25 schema has no null
 //! id and the conformance suite validates every message against it.
 
-use std::sync::Arc;
-
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value, json};
@@ -232,9 +231,9 @@ pub fn parse(body: &[u8]) -> Result<Body, FramingError> {
 /// nearly every request, read straight into its parts: read as a JSON
 /// value, its envelope was a map of its own (keys allocated and hashed) of
 /// which only the params are kept. Anything else (a batch, a response, a
-/// method or version that is not a string, a key given twice, bad JSON) is `None`,
-/// left to [`message`], which answers it exactly as before; what both
-/// read, they read alike ([`request`]).
+/// method or version that is not a string, a key given twice, bad JSON)
+/// is `None`, left to [`message`], which answers it exactly as before;
+/// what both read, they read alike ([`request`]).
 fn single_request(body: &[u8]) -> Option<Message> {
     /// An optional member kept even when `null` (serde reads a `null`
     /// `Option` as absent; an `"id": null` is an invalid id, not a
