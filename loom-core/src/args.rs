@@ -117,9 +117,11 @@ impl Validator {
         // its own, or one the server fills. Nothing to look deeper into.
         if let (Some(top), Value::Object(map)) = (&self.top, args)
             && map.iter().all(|(key, v)| {
-                top.open
-                    || SERVER_FILLED.contains(&key.as_str()) && !top.fields.iter().any(|f| f == key)
-                    || top.fields.iter().any(|f| f == key) && !v.is_object() && !v.is_array()
+                if top.fields.iter().any(|f| f == key) {
+                    !v.is_object() && !v.is_array()
+                } else {
+                    top.open || SERVER_FILLED.contains(&key.as_str())
+                }
             })
         {
             return Vec::new();
