@@ -134,7 +134,10 @@ fn principal(cx: &OpCx) -> (&str, &str) {
 pub async fn call_to_completion(app: Arc<App>, req: CallRequest) -> CallOutcome {
     let op = req.op;
     let calls = app.calls.clone();
-    match calls.spawn(async move { call(&app, req).await }).await {
+    // Boxed before it is spawned: the call's state machine is large, and a
+    // future is moved by value through `spawn` into its task.
+    let call = Box::pin(async move { call(&app, req).await });
+    match calls.spawn(call).await {
         Ok(outcome) => outcome,
         Err(e) => {
             tracing::error!(op = %op.name, cause = %e, "call panicked");
