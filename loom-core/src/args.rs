@@ -63,7 +63,8 @@ impl Validator {
     /// accepted) and the listed one (what refusals name).
     pub fn new(full: &Value, listed: &Value) -> Validator {
         let (required, optional) = visible_args(listed);
-        let top = object_schemas(full).first().map(|obj| TopLevel {
+        let objects = object_schemas(full);
+        let top = objects.first().map(|obj| TopLevel {
             fields: schema::properties(obj).map(|(k, _)| k.clone()).collect(),
             open: is_open(obj),
         });
@@ -71,7 +72,7 @@ impl Validator {
             .iter()
             .copied()
             .filter(|key| {
-                object_schemas(full)
+                objects
                     .iter()
                     .any(|obj| obj.get("properties").and_then(|p| p.get(*key)).is_some())
             })

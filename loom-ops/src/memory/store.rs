@@ -334,9 +334,9 @@ pub struct SetView {
 
 /// [`SetView`] as point reads on the calling thread, in the one read
 /// snapshot [`Store::read_inline`] runs its reads in (SQLite); `None`
-/// where there are none. What it reads is committed; a group's writes not yet committed
-/// are not among it, so a write planned on it must be conditional
-/// ([`insert_in_one_step`], [`save_in_one_step`]).
+/// where there are none. What it reads is committed; a group's writes not
+/// yet committed are not among it, so a write planned on it must be
+/// conditional ([`insert_in_one_step`], [`save_in_one_step`]).
 pub fn set_view_inline(store: &Store, cx: &OpCx, key: &str) -> Option<OpResult<SetView>> {
     store.read_inline(|conn| {
         let rows = all_rows(

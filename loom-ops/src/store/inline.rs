@@ -32,12 +32,13 @@
 //! which bounds how late a write from outside the group is seen: another
 //! process's, or the few the store makes on sqlx's writer pool directly
 //! (the signing key, the default org, revocations, OAuth and session-run
-//! rows, shared rate buckets), none of which a point read reads. It keeps one only while reads come with no commit
-//! between them (a read load); and an idle connection's snapshot is ended
-//! at each commit and after each checkpoint ([`Inline::end_idle`]), as a
-//! snapshot holds a place in the WAL and the writer starts the WAL over
-//! only when no reader has one. Under the set workload the WAL grew to
-//! ~57 MB at most, against ~45 MB with a transaction per read.
+//! rows, shared rate buckets), none of which a point read reads. It keeps
+//! one only while reads come with no commit between them (a read load);
+//! and an idle connection's snapshot is ended at each commit and after
+//! each checkpoint ([`Inline::end_idle`]), as a snapshot holds a place in
+//! the WAL and the writer starts the WAL over only when no reader has one.
+//! Under the set workload the WAL grew to ~57 MB at most, against ~45 MB
+//! with a transaction per read.
 //!
 //! They read the main file only: the telemetry file (`telemetry`) is not
 //! attached, as no point read needs it, and a read of the memories should

@@ -57,17 +57,23 @@ impl InProcessLimiter {
         }
     }
 
+    /// A bucket's tokens a minute: a caller's own, or its org's shared one.
+    fn capacity(&self, class: RateClass, caller: bool) -> f64 {
+        let budget = self.budgets.of(class);
+        f64::from(if caller {
+            budget.caller_per_min
+        } else {
+            budget.org_per_min
+        })
+    }
+
     pub(super) fn take(
         &self,
         key: &RateKey,
         class: RateClass,
         now: Instant,
     ) -> Result<(), Duration> {
-        let budget = self.budgets.of(class);
-        let (mine_cap, org_cap) = (
-            f64::from(budget.caller_per_min),
-            f64::from(budget.org_per_min),
-        );
+        let (mine_cap, org_cap) = (self.capacity(class, true), self.capacity(class, false));
         let mut guard = self
             .buckets
             .lock()
@@ -75,14 +81,8 @@ impl InProcessLimiter {
         let Buckets { callers, orgs } = &mut *guard;
         if callers.len() + orgs.len() >= PRUNE_AT {
             let caps = |caller: bool| {
-                [RateClass::Read, RateClass::Write, RateClass::Heavy].map(|class| {
-                    let budget = self.budgets.of(class);
-                    f64::from(if caller {
-                        budget.caller_per_min
-                    } else {
-                        budget.org_per_min
-                    })
-                })
+                [RateClass::Read, RateClass::Write, RateClass::Heavy]
+                    .map(|class| self.capacity(class, caller))
             };
             let (caller_caps, org_caps) = (caps(true), caps(false));
             callers.retain(|_, classes| !refilled(classes, &caller_caps, now));
