@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::cx::OpCx;
 use crate::error::OpResult;
 use crate::maturity::Maturity;
+use crate::output::Output;
 use crate::rate::RateClass;
 use crate::role::Role;
 use crate::toolset::Toolset;
@@ -21,8 +22,9 @@ use crate::toolset::Toolset;
 /// A boxed, `Send` future borrowing the call context.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// The type-erased handler: decode the arguments, run, encode the output.
-pub type HandlerFn = for<'a> fn(&'a OpCx, Value) -> BoxFuture<'a, OpResult<Value>>;
+/// The type-erased handler: decode the arguments, run, and answer the
+/// output, written as JSON only when and as the transport needs it.
+pub type HandlerFn = for<'a> fn(&'a OpCx, Value) -> BoxFuture<'a, OpResult<Output>>;
 
 /// How an op got its name.
 #[derive(Clone, Copy, Debug)]

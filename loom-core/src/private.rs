@@ -5,6 +5,7 @@ pub use crate::cx::OpCx;
 pub use crate::error::{LoomError, OpResult};
 pub use crate::naming::{check_derived_name, check_op_name};
 pub use crate::op::{BoxFuture, McpVisibility, OpEntry, OpMeta, OpName, TypeInfo};
+pub use crate::output::Output;
 pub use inventory;
 pub use serde_json::Value;
 
@@ -18,13 +19,14 @@ use crate::error::ErrorCode;
 pub trait OpInput: serde::de::DeserializeOwned + schemars::JsonSchema {}
 impl<T: serde::de::DeserializeOwned + schemars::JsonSchema> OpInput for T {}
 
-/// The output of an op handler.
+/// The output of an op handler (owned and `Send`: the transport writes it
+/// after the handler has returned, on whichever thread).
 #[diagnostic::on_unimplemented(
-    message = "`#[loom_op]` output `{Self}` must be `serde::Serialize` and `schemars::JsonSchema`",
+    message = "`#[loom_op]` output `{Self}` must be `serde::Serialize`, `schemars::JsonSchema`, `Send` and owned",
     label = "derive `Serialize` and `JsonSchema` on this type"
 )]
-pub trait OpOutput: serde::Serialize + schemars::JsonSchema {}
-impl<T: serde::Serialize + schemars::JsonSchema> OpOutput for T {}
+pub trait OpOutput: serde::Serialize + schemars::JsonSchema + Send + 'static {}
+impl<T: serde::Serialize + schemars::JsonSchema + Send + 'static> OpOutput for T {}
 
 /// The return type of an op handler: `OpResult<Output>`.
 #[diagnostic::on_unimplemented(
@@ -62,7 +64,7 @@ pub fn decode<T: OpInput>(args: Value) -> OpResult<T> {
     })
 }
 
-/// Encodes the output.
-pub fn encode<T: OpOutput>(out: OpResult<T>) -> OpResult<Value> {
-    serde_json::to_value(out?).map_err(LoomError::internal)
+/// Wraps the output, to be written by the transport.
+pub fn encode<T: OpOutput>(out: OpResult<T>) -> OpResult<Output> {
+    out.map(Output::new)
 }

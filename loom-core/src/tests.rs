@@ -153,7 +153,8 @@ async fn the_shim_decodes_calls_and_encodes() {
     let out = (op.meta.call)(&cx, json!({"memory_key": "k"}))
         .await
         .unwrap();
-    assert_eq!(out, json!({"ok": true}));
+    assert_eq!(out.json().unwrap(), r#"{"ok":true}"#);
+    assert_eq!(out.into_value().unwrap(), json!({"ok": true}));
     let err = (op.meta.call)(&cx, json!({"memory_key": 1}))
         .await
         .unwrap_err();
@@ -275,8 +276,8 @@ fn an_op_without_docs_gets_the_fallback_line() {
 }
 
 fn leaked(name: OpName, handler: &'static str, mcp: McpVisibility) -> &'static OpMeta {
-    fn call<'a>(_: &'a OpCx, _: Value) -> crate::BoxFuture<'a, OpResult<Value>> {
-        Box::pin(async { Ok(Value::Null) })
+    fn call<'a>(_: &'a OpCx, _: Value) -> crate::BoxFuture<'a, OpResult<crate::Output>> {
+        Box::pin(async { Ok(Value::Null.into()) })
     }
     Box::leak(Box::new(OpMeta {
         name,

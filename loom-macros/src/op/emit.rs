@@ -97,7 +97,7 @@ pub(crate) fn entry(attr: &ValidatedOpAttr, handler: &Handler, func: &ItemFn) ->
             fn __loom_op_shim<'a>(
                 cx: &'a #lp::OpCx,
                 args: #lp::Value,
-            ) -> #lp::BoxFuture<'a, #lp::OpResult<#lp::Value>> {
+            ) -> #lp::BoxFuture<'a, #lp::OpResult<#lp::Output>> {
                 ::std::boxed::Box::pin(async move {
                     let input: #input = #lp::decode(args)?;
                     #lp::encode::<<#ret as #lp::OpReturn>::Output>(#fn_ident(cx, input).await)

@@ -13,7 +13,7 @@ const _: () = {
         args: ::loom_core::__private::Value,
     ) -> ::loom_core::__private::BoxFuture<
         'a,
-        ::loom_core::__private::OpResult<::loom_core::__private::Value>,
+        ::loom_core::__private::OpResult<::loom_core::__private::Output>,
     > {
         ::std::boxed::Box::pin(async move {
             let input: Empty = ::loom_core::__private::decode(args)?;

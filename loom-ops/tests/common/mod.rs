@@ -174,7 +174,9 @@ impl Harness {
             namespace_found,
         };
         cx.run_id = run_id.map(str::to_owned);
-        (entry.meta.call)(&cx, args).await
+        (entry.meta.call)(&cx, args)
+            .await
+            .and_then(loom_core::Output::into_value)
     }
 
     /// Waits until what reads left behind (exposures, recall counts) is written.

@@ -24,7 +24,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loom_core::{
-    AgentEvent, CallOptions, Caller, ErrorCode, LoomError, Op, OpCx, RateKey, Scope, Transport,
+    AgentEvent, CallOptions, Caller, ErrorCode, LoomError, Op, OpCx, Output, RateKey, Scope,
+    Transport,
 };
 use serde_json::Value;
 
@@ -106,8 +107,8 @@ impl CallPolicy {
 /// What a call answered.
 #[derive(Debug)]
 pub struct CallOutcome {
-    /// The op's full output, or the refusal or fault.
-    pub result: Result<Value, LoomError>,
+    /// The op's output, or the refusal or fault.
+    pub result: Result<Output, LoomError>,
     /// The HTTP status to answer with.
     pub status: u16,
     /// Whether the answer is a stored one replayed for an idempotency key.
@@ -115,7 +116,7 @@ pub struct CallOutcome {
 }
 
 struct Answer {
-    value: Value,
+    value: Output,
     status: u16,
     replayed: bool,
 }
@@ -309,11 +310,11 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
             {
                 IdemBegin::Owned => Some(key.as_str()),
                 IdemBegin::Replay { status, body } => {
-                    let value = serde_json::from_str(&body).map_err(|e| {
+                    let value: Value = serde_json::from_str(&body).map_err(|e| {
                         LoomError::internal(format!("stored idempotent answer: {e}"))
                     })?;
                     return Ok(Answer {
-                        value,
+                        value: value.into(),
                         status,
                         replayed: true,
                     });
@@ -326,13 +327,15 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
     // The arguments go to the op: nothing after it reads them.
     let result = validate_and_run(cx, op, std::mem::take(&mut req.args)).await;
     if let Some(key) = claimed {
-        let stored = match &result {
-            Ok(value) => {
+        // An output that cannot be written is answered as a fault by the
+        // transport: the key is released, as for any failed call.
+        let stored = match result.as_ref().map(Output::json) {
+            Ok(Ok(body)) => {
                 app.store
-                    .idempotency_finish(principal(cx), key, 200, &value.to_string())
+                    .idempotency_finish(principal(cx), key, 200, &body)
                     .await
             }
-            Err(_) => app.store.idempotency_release(principal(cx), key).await,
+            _ => app.store.idempotency_release(principal(cx), key).await,
         };
         if let Err(e) = stored {
             tracing::error!(
@@ -395,7 +398,7 @@ pub async fn check_access(
     }
 }
 
-async fn validate_and_run(cx: &OpCx, op: &'static Op, args: Value) -> Result<Value, LoomError> {
+async fn validate_and_run(cx: &OpCx, op: &'static Op, args: Value) -> Result<Output, LoomError> {
     // 6. arguments
     // The server-filled keys an op does not declare were read for identity
     // (step 2) and are accepted by name; the op never sees them.

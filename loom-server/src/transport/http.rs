@@ -276,10 +276,14 @@ async fn call_op(
         },
     )
     .await;
-    match outcome.result {
-        Ok(value) => {
+    match outcome.result.and_then(|output| output.json()) {
+        Ok(body) => {
             let status = StatusCode::from_u16(outcome.status).unwrap_or(StatusCode::OK);
-            let mut response = (status, axum::Json(value)).into_response();
+            let json = [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )];
+            let mut response = (status, json, body).into_response();
             if outcome.replayed {
                 response.headers_mut().insert(
                     IDEMPOTENT_REPLAYED.clone(),

@@ -108,6 +108,12 @@ impl JsonText {
             })
     }
 
+    /// Text serde_json wrote elsewhere: an op's output as its
+    /// [`loom_core::Output`] writes it.
+    pub(super) fn written(text: String) -> JsonText {
+        JsonText(text)
+    }
+
     /// Text assembled from [`JsonText`]s and JSON punctuation.
     pub(super) fn assembled(text: String) -> JsonText {
         JsonText(text)

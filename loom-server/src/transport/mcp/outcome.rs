@@ -25,9 +25,7 @@ const NAMED_FAULTS: &[&str] = &[
 /// escaped as a string, and `structuredContent` is the same text, copied
 /// into the answer as is. Written through serde, the text block's escaping
 /// was ~4% of a memory.get's instructions.
-pub fn tool_result(structured: Value, summary: Option<String>, revision: Revision) -> Reply {
-    let json = JsonText::of(&structured);
-    drop(structured);
+pub fn tool_result(json: JsonText, summary: Option<String>, revision: Revision) -> Reply {
     let summary = summary.map(|s| JsonText::of(&s));
     let len = json.as_str().len();
     let mut out =
@@ -174,21 +172,29 @@ mod tests {
             "s": "say \"hi\"\n\\ \\\" \u{0}\u{1f}\t é 😀 \u{2028} </script>",
             "\"k\\": [1.5, null, {"z": true, "": "\\"}]
         });
-        let r = as_value(tool_result(
-            structured.clone(),
-            Some("one \"hit\" \\ \n".into()),
-            Revision::V2025_06_18,
-        ));
-        let text = r["content"][0]["text"].as_str().unwrap();
-        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), structured);
-        assert_eq!(r["content"][1]["text"], "one \"hit\" \\ \n");
-        assert_eq!(r["structuredContent"], structured);
-        assert_eq!(r["isError"], false);
+        // Written by serde_json's serializer, and by the lean writer of an
+        // op's output (nothing here is dropped by lean).
+        let lean = loom_core::Output::from(structured.clone())
+            .lean_json()
+            .unwrap();
+        for json in [JsonText::of(&structured), JsonText::written(lean)] {
+            let r = as_value(tool_result(
+                json,
+                Some("one \"hit\" \\ \n".into()),
+                Revision::V2025_06_18,
+            ));
+            let text = r["content"][0]["text"].as_str().unwrap();
+            assert_eq!(serde_json::from_str::<Value>(text).unwrap(), structured);
+            assert_eq!(r["content"][1]["text"], "one \"hit\" \\ \n");
+            assert_eq!(r["structuredContent"], structured);
+            assert_eq!(r["isError"], false);
+        }
     }
 
     #[test]
     fn results_before_2025_06_18_have_no_structured_content() {
-        let r = as_value(tool_result(json!({"a": 1}), None, Revision::V2025_03_26));
+        let json = JsonText::of(&json!({"a": 1}));
+        let r = as_value(tool_result(json, None, Revision::V2025_03_26));
         assert_eq!(r["content"][0]["text"], "{\"a\":1}");
         assert_eq!(r["content"].as_array().map(Vec::len), Some(1));
         assert!(r.get("structuredContent").is_none());

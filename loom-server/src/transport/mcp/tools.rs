@@ -3,11 +3,11 @@
 //! ([`crate::pipeline::call_to_completion`]): the same gates as `POST /v1/<op>`.
 
 use loom_core::render::{loom_op_routes, render_op_names};
-use loom_core::{ErrorCode, Listing, LoomError, Op, Transport, lean::lean};
+use loom_core::{ErrorCode, Listing, LoomError, Op, Output, Transport, lean::lean};
 use serde_json::{Map, Value, json};
 
 use super::endpoint::{Connection, Mcp};
-use super::jsonrpc::{Id, Reply, code};
+use super::jsonrpc::{Id, JsonText, Reply, code};
 use super::listing::{LOOM_ACTIVATE, LOOM_OP, LOOM_SEARCH, SEARCH_OP, lists};
 use super::methods::primer_text;
 use super::outcome::{fault_error, is_refusal, refusal_result, tool_result};
@@ -40,7 +40,8 @@ pub async fn call(mcp: &Mcp, conn: &Connection, _id: &Id, mut params: Value) -> 
         LOOM_SEARCH => search(mcp, conn, args).await,
         LOOM_ACTIVATE => {
             let text = primer_text(mcp, conn).await;
-            Ok(tool_result(json!({"primer": text}), None, conn.revision))
+            let json = JsonText::of(&json!({"primer": text}));
+            Ok(tool_result(json, None, conn.revision))
         }
         LOOM_OP => loom_op(mcp, conn, args).await,
         _ => match registry
@@ -188,15 +189,15 @@ async fn run(
         Err(e) => return Ok(refusal(conn, &e)),
     };
     let outcome = call_op(mcp, conn, op, args, idempotency_key).await;
-    match outcome {
-        Ok(value) => {
-            let structured = if shape == Shape::Full || explain {
-                value
-            } else {
-                lean(value)
-            };
-            Ok(tool_result(structured, None, conn.revision))
+    let structured = outcome.and_then(|output| {
+        if shape == Shape::Full || explain {
+            output.json()
+        } else {
+            output.lean_json()
         }
+    });
+    match structured {
+        Ok(text) => Ok(tool_result(JsonText::written(text), None, conn.revision)),
         Err(e) => answer_error(mcp, conn, op, &e),
     }
 }
@@ -300,7 +301,7 @@ async fn call_op(
     op: &'static Op,
     args: Value,
     idempotency_key: Option<String>,
-) -> Result<Value, LoomError> {
+) -> Result<Output, LoomError> {
     let run_id = if op.meta.run_scoped {
         session_run(mcp, conn).await
     } else {
@@ -386,11 +387,13 @@ async fn search(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
         Ok(p) => p,
         Err(e) => return Ok(refusal(conn, &e)),
     };
-    match call_op(mcp, conn, op, args, key).await {
+    let results = call_op(mcp, conn, op, args, key).await;
+    match results.and_then(Output::into_value) {
         Ok(value) => {
             let summary = summarize(&value);
             let structured = if explain { value } else { lean(value) };
-            Ok(tool_result(structured, Some(summary), conn.revision))
+            let json = JsonText::of(&structured);
+            Ok(tool_result(json, Some(summary), conn.revision))
         }
         Err(e) => answer_error(mcp, conn, op, &e),
     }
@@ -445,11 +448,8 @@ async fn loom_op(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
     };
     if name == "help" {
         let query = args.get("query").and_then(Value::as_str).unwrap_or("");
-        return Ok(tool_result(
-            help(mcp, &conn.listing, query),
-            None,
-            conn.revision,
-        ));
+        let json = JsonText::of(&help(mcp, &conn.listing, query));
+        return Ok(tool_result(json, None, conn.revision));
     }
     let op = registry.get(name).or_else(|| registry.by_tool_name(name));
     let Some(op) = op else {
@@ -551,6 +551,7 @@ pub async fn caller_profile(mcp: &Mcp, conn: &Connection) -> Option<Value> {
         pipeline::call_to_completion(mcp.app.clone(), call_request(conn, op, json!({}))).await;
     outcome
         .result
+        .and_then(Output::into_value)
         .ok()
         .map(lean)
         .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
