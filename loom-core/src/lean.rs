@@ -79,10 +79,11 @@ fn trim(v: &mut Value) {
 /// A member is written, then taken back when its key is a diagnostic one or
 /// its value came out empty (`null`, `""`, `{}`); an object's members are
 /// trimmed before the object itself is judged, as [`lean`] trims them.
-pub fn lean_json<T: Serialize + ?Sized>(output: &T) -> serde_json::Result<String> {
+pub fn lean_json<T: Serialize + ?Sized>(output: &T) -> serde_json::Result<Marked> {
     let mut lean = LeanFormatter {
         // Room for a typical answer (a memory is ~500 bytes): no regrowth.
         out: Vec::with_capacity(1024),
+        specials: Vec::with_capacity(64),
         member: Member::default(),
         outer: Vec::new(),
     };
@@ -93,17 +94,55 @@ pub fn lean_json<T: Serialize + ?Sized>(output: &T) -> serde_json::Result<String
         &mut lean,
     ))?;
     if lean.out.first() != Some(&b'{') {
-        return Ok("{}".to_owned());
+        return Ok(Marked {
+            text: "{}".to_owned(),
+            specials: Vec::new(),
+        });
     }
     // serde_json wrote the bytes, valid UTF-8; a member taken back is cut
     // at its own first byte (its comma or its key's quote).
-    String::from_utf8(lean.out).map_err(<serde_json::Error as serde::ser::Error>::custom)
+    let text =
+        String::from_utf8(lean.out).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
+    Ok(Marked {
+        text,
+        specials: lean.specials,
+    })
 }
 
-/// The text [`lean_json`] writes, the member being written of the
-/// innermost open object, and those of the objects around it.
+/// JSON text, and where its quotes and backslashes are ([`lean_json`]
+/// notes them as it writes them): MCP answers the text twice, once as a
+/// JSON string's contents, and finding the ~40 quotes of a memory's text
+/// again was ~1% of a memory.get's instructions.
+#[derive(Clone, Debug)]
+pub struct Marked {
+    text: String,
+    /// The offset of every `"` and `\` in `text`, in order.
+    specials: Vec<usize>,
+}
+
+impl Marked {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The offset of every `"` and `\` in the text, in order.
+    pub fn specials(&self) -> &[usize] {
+        &self.specials
+    }
+
+    /// The text and its specials' offsets.
+    pub fn into_parts(self) -> (String, Vec<usize>) {
+        (self.text, self.specials)
+    }
+}
+
+/// The text [`lean_json`] writes, where its quotes and backslashes are,
+/// the member being written of the innermost open object, and those of the
+/// objects around it.
 struct LeanFormatter {
     out: Vec<u8>,
+    specials: Vec<usize>,
     member: Member,
     outer: Vec<Member>,
 }
@@ -120,6 +159,23 @@ struct Member {
     value: usize,
     /// Its key is a diagnostic one.
     dropped: bool,
+}
+
+impl LeanFormatter {
+    /// Notes the quotes and backslashes of what was written from `from` on.
+    fn note_specials(&mut self, from: usize) {
+        for (at, b) in self.out[from..].iter().enumerate() {
+            if matches!(b, b'"' | b'\\') {
+                self.specials.push(from + at);
+            }
+        }
+    }
+
+    /// Writes a string's quote, noted.
+    fn quote(&mut self) {
+        self.specials.push(self.out.len());
+        self.out.push(b'"');
+    }
 }
 
 /// Forwards each piece of JSON to the compact formatter, into `out`.
@@ -150,16 +206,46 @@ impl Formatter for &mut LeanFormatter {
         write_f32(value: f32);
         write_f64(value: f64);
         write_number_str(value: &str);
-        begin_string();
-        end_string();
         write_string_fragment(fragment: &str);
-        write_char_escape(char_escape: CharEscape);
         write_byte_array(value: &[u8]);
         begin_array();
         end_array();
         begin_array_value(first: bool);
         end_array_value();
-        write_raw_fragment(fragment: &str);
+    }
+
+    // Strings: serde_json writes a string's quotes and escapes through
+    // these, and its other fragments hold neither quotes nor backslashes.
+    fn begin_string<W: ?Sized + io::Write>(&mut self, _: &mut W) -> io::Result<()> {
+        self.quote();
+        Ok(())
+    }
+
+    fn end_string<W: ?Sized + io::Write>(&mut self, _: &mut W) -> io::Result<()> {
+        self.quote();
+        Ok(())
+    }
+
+    fn write_char_escape<W: ?Sized + io::Write>(
+        &mut self,
+        _: &mut W,
+        char_escape: CharEscape,
+    ) -> io::Result<()> {
+        let from = self.out.len();
+        CompactFormatter.write_char_escape(&mut self.out, char_escape)?;
+        self.note_specials(from);
+        Ok(())
+    }
+
+    fn write_raw_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        _: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let from = self.out.len();
+        CompactFormatter.write_raw_fragment(&mut self.out, fragment)?;
+        self.note_specials(from);
+        Ok(())
     }
 
     fn begin_object<W: ?Sized + io::Write>(&mut self, _: &mut W) -> io::Result<()> {
@@ -188,8 +274,9 @@ impl Formatter for &mut LeanFormatter {
     }
 
     fn end_object_key<W: ?Sized + io::Write>(&mut self, _: &mut W) -> io::Result<()> {
-        // The key as written, `"name"`, ends the text (a key with escapes is
-        // no diagnostic one).
+        // The key as written, `"name"`, ends the text, after the comma
+        // begin_object_key wrote when a member was kept before it (a key
+        // with escapes is no diagnostic one).
         let key = &self.out[self.member.start + usize::from(self.member.kept)..];
         let name = key.get(1..key.len().saturating_sub(1)).unwrap_or_default();
         self.member.dropped = DIAGNOSTIC_KEYS.iter().any(|d| d.as_bytes() == name);
@@ -206,6 +293,8 @@ impl Formatter for &mut LeanFormatter {
         let empty = matches!(&self.out[self.member.value..], b"null" | b"\"\"" | b"{}");
         if self.member.dropped || empty {
             self.out.truncate(self.member.start);
+            let kept = self.specials.partition_point(|&at| at < self.member.start);
+            self.specials.truncate(kept);
         } else {
             self.member.kept = true;
         }
@@ -244,7 +333,7 @@ mod tests {
     fn a_non_object_becomes_an_empty_object() {
         assert_eq!(lean(json!(null)), json!({}));
         for v in [json!(null), json!([{"a": 1}]), json!("s"), json!(3)] {
-            assert_eq!(lean_json(&v).unwrap(), "{}");
+            assert_eq!(lean_json(&v).unwrap().as_str(), "{}");
         }
     }
 
@@ -297,12 +386,12 @@ mod tests {
             hit("", -0.0, Some("")),
         ] {
             let value = serde_json::to_value(&h).unwrap();
-            assert_eq!(lean_json(&h).unwrap(), lean_text(&value));
-            assert_eq!(lean_json(&vec![&h]).unwrap(), "{}");
+            assert_eq!(lean_json(&h).unwrap().as_str(), lean_text(&value));
+            assert_eq!(lean_json(&vec![&h]).unwrap().as_str(), "{}");
         }
         let h = hit("", 0.5, None);
         assert_eq!(
-            lean_json(&h).unwrap(),
+            lean_json(&h).unwrap().as_str(),
             r#"{"memory_key":"k \"quoted\" \\ \u0001","labels":[],"score":0.5}"#
         );
     }
@@ -343,7 +432,17 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn lean_json_writes_what_lean_keeps(v in any_value()) {
-            proptest::prop_assert_eq!(lean_json(&v).unwrap(), lean_text(&v));
+            let marked = lean_json(&v).unwrap();
+            proptest::prop_assert_eq!(marked.as_str(), lean_text(&v));
+            // Every quote and backslash of the text is noted, nothing else.
+            let specials: Vec<usize> = marked
+                .as_str()
+                .bytes()
+                .enumerate()
+                .filter(|(_, b)| matches!(b, b'"' | b'\\'))
+                .map(|(at, _)| at)
+                .collect();
+            proptest::prop_assert_eq!(marked.specials(), &specials[..]);
         }
     }
 }

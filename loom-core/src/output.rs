@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{LoomError, OpResult};
-use crate::lean;
+use crate::lean::{self, Marked};
 
 /// What an op answered: its typed output, or a JSON value (an answer
 /// replayed from its stored text, a handler built on values).
@@ -29,7 +29,7 @@ enum Repr {
 trait Typed: Send {
     fn to_value(&self) -> serde_json::Result<Value>;
     fn json(&self) -> serde_json::Result<String>;
-    fn lean_json(&self) -> serde_json::Result<String>;
+    fn lean_json(&self) -> serde_json::Result<Marked>;
 }
 
 impl<T: Serialize + Send> Typed for T {
@@ -41,7 +41,7 @@ impl<T: Serialize + Send> Typed for T {
         serde_json::to_string(self)
     }
 
-    fn lean_json(&self) -> serde_json::Result<String> {
+    fn lean_json(&self) -> serde_json::Result<Marked> {
         lean::lean_json(self)
     }
 }
@@ -76,8 +76,8 @@ impl Output {
     }
 
     /// The output's lean shape as JSON text ([`lean::lean`]: diagnostics and
-    /// empty fields dropped; always an object).
-    pub fn lean_json(&self) -> OpResult<String> {
+    /// empty fields dropped; always an object), its quotes noted.
+    pub fn lean_json(&self) -> OpResult<Marked> {
         match &self.0 {
             Repr::Value(v) => lean::lean_json(v),
             Repr::Typed(t) => t.lean_json(),

@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use loom_core::lean::Marked;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
@@ -93,57 +94,83 @@ impl From<Value> for Reply {
 /// write). An answer is written once and then copied as text, never parsed
 /// or checked again.
 #[derive(Clone, Debug)]
-pub struct JsonText(String);
+pub struct JsonText {
+    text: String,
+    /// Where the text's quotes and backslashes are, when its writer noted
+    /// them ([`Marked`]).
+    specials: Option<Vec<usize>>,
+}
 
 impl JsonText {
     /// `value` as JSON text. What Loom answers with (values, and structs of
     /// them with string keys) always serializes; were it not to, the answer
     /// would be `null`, logged.
     pub fn of(value: &impl Serialize) -> JsonText {
-        serde_json::to_string(value)
-            .map(JsonText)
-            .unwrap_or_else(|e| {
-                tracing::error!(cause = %e, "an answer did not serialize");
-                JsonText("null".into())
-            })
+        let text = serde_json::to_string(value).unwrap_or_else(|e| {
+            tracing::error!(cause = %e, "an answer did not serialize");
+            "null".into()
+        });
+        JsonText::assembled(text)
     }
 
-    /// Text serde_json wrote elsewhere: an op's output as its
+    /// An op's output as its [`loom_core::Output`] wrote it, quotes noted.
+    pub(super) fn marked(marked: Marked) -> JsonText {
+        let (text, specials) = marked.into_parts();
+        JsonText {
+            text,
+            specials: Some(specials),
+        }
+    }
+
+    /// Text serde_json wrote elsewhere: an op's full output as its
     /// [`loom_core::Output`] writes it.
     pub(super) fn written(text: String) -> JsonText {
-        JsonText(text)
+        JsonText::assembled(text)
     }
 
     /// Text assembled from [`JsonText`]s and JSON punctuation.
     pub(super) fn assembled(text: String) -> JsonText {
-        JsonText(text)
+        JsonText {
+            text,
+            specials: None,
+        }
     }
 
     /// The text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
     }
 
     /// The text, owned.
     pub fn into_string(self) -> String {
-        self.0
+        self.text
     }
 
     /// Appends this text to `out` as the contents of a JSON string (the
     /// quotes left to the caller). serde_json writes no control character
     /// raw, in a string or out of one (compact text has no whitespace), so
-    /// only `"` and `\` are escaped: found with memchr, this is about half
-    /// the instructions of serde_json's byte-by-byte escaping of a string.
+    /// only `"` and `\` are escaped, where the writer noted them, else found
+    /// with memchr: about half the instructions of serde_json's byte-by-byte
+    /// escaping of a string.
     pub fn push_string_contents(&self, out: &mut String) {
-        let text = self.0.as_str();
-        let mut start = 0;
-        for at in memchr::memchr2_iter(b'"', b'\\', text.as_bytes()) {
-            out.push_str(&text[start..at]);
-            out.push('\\');
-            start = at;
+        let bytes = self.text.as_bytes();
+        match &self.specials {
+            Some(at) => escape_at(&self.text, at.iter().copied(), out),
+            None => escape_at(&self.text, memchr::memchr2_iter(b'"', b'\\', bytes), out),
         }
-        out.push_str(&text[start..]);
     }
+}
+
+/// Appends `text` to `out` with a backslash before each byte at `specials`
+/// (ascending offsets of ASCII bytes, so every cut is at a char boundary).
+fn escape_at(text: &str, specials: impl Iterator<Item = usize>, out: &mut String) {
+    let mut start = 0;
+    for at in specials {
+        out.push_str(&text[start..at]);
+        out.push('\\');
+        start = at;
+    }
+    out.push_str(&text[start..]);
 }
 
 /// One incoming message.

@@ -177,7 +177,7 @@ mod tests {
         let lean = loom_core::Output::from(structured.clone())
             .lean_json()
             .unwrap();
-        for json in [JsonText::of(&structured), JsonText::written(lean)] {
+        for json in [JsonText::of(&structured), JsonText::marked(lean)] {
             let r = as_value(tool_result(
                 json,
                 Some("one \"hit\" \\ \n".into()),

@@ -191,13 +191,13 @@ async fn run(
     let outcome = call_op(mcp, conn, op, args, idempotency_key).await;
     let structured = outcome.and_then(|output| {
         if shape == Shape::Full || explain {
-            output.json()
+            output.json().map(JsonText::written)
         } else {
-            output.lean_json()
+            output.lean_json().map(JsonText::marked)
         }
     });
     match structured {
-        Ok(text) => Ok(tool_result(JsonText::written(text), None, conn.revision)),
+        Ok(json) => Ok(tool_result(json, None, conn.revision)),
         Err(e) => answer_error(mcp, conn, op, &e),
     }
 }
