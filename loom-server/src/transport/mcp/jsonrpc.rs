@@ -122,13 +122,9 @@ impl JsonText {
         }
     }
 
-    /// Text serde_json wrote elsewhere: an op's full output as its
-    /// [`loom_core::Output`] writes it.
-    pub(super) fn written(text: String) -> JsonText {
-        JsonText::assembled(text)
-    }
-
-    /// Text assembled from [`JsonText`]s and JSON punctuation.
+    /// Text serde_json wrote (an op's full output, as its
+    /// [`loom_core::Output`] writes it), or such text assembled with JSON
+    /// punctuation.
     pub(super) fn assembled(text: String) -> JsonText {
         JsonText {
             text,

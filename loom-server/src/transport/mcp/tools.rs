@@ -189,16 +189,18 @@ async fn run(
         Err(e) => return Ok(refusal(conn, &e)),
     };
     let outcome = call_op(mcp, conn, op, args, idempotency_key).await;
-    let structured = outcome.and_then(|output| {
-        if shape == Shape::Full || explain {
-            output.json().map(JsonText::written)
-        } else {
-            output.lean_json().map(JsonText::marked)
-        }
-    });
-    match structured {
+    match outcome.and_then(|output| structured(&output, shape == Shape::Full || explain)) {
         Ok(json) => Ok(tool_result(json, None, conn.revision)),
         Err(e) => answer_error(mcp, conn, op, &e),
+    }
+}
+
+/// A result's `structuredContent`: the output in full, or lean.
+fn structured(output: &Output, full: bool) -> Result<JsonText, LoomError> {
+    if full {
+        output.json().map(JsonText::assembled)
+    } else {
+        output.lean_json().map(JsonText::marked)
     }
 }
 
@@ -388,13 +390,12 @@ async fn search(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
         Err(e) => return Ok(refusal(conn, &e)),
     };
     let results = call_op(mcp, conn, op, args, key).await;
-    match results.and_then(Output::into_value) {
-        Ok(value) => {
-            let summary = summarize(&value);
-            let structured = if explain { value } else { lean(value) };
-            let json = JsonText::of(&structured);
-            Ok(tool_result(json, Some(summary), conn.revision))
-        }
+    let answer = results.and_then(Output::into_value).and_then(|value| {
+        let summary = summarize(&value);
+        structured(&Output::from(value), explain).map(|json| (json, summary))
+    });
+    match answer {
+        Ok((json, summary)) => Ok(tool_result(json, Some(summary), conn.revision)),
         Err(e) => answer_error(mcp, conn, op, &e),
     }
 }
