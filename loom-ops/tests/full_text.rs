@@ -241,7 +241,7 @@ async fn a_store_indexed_before_newest_first_is_rebuilt_and_answers_newest_first
     integrity_check(&h).await;
 
     // Every row scores the same, so the page is the candidates in key
-    // order: the 100 newest (k050..k149), not the 100 oldest.
+    // order: the 50 newest (k100..k149), not the 50 oldest.
     let page = h
         .call("memory.search", json!({"query": "deploy", "limit": 50}))
         .await
@@ -253,7 +253,7 @@ async fn a_store_indexed_before_newest_first_is_rebuilt_and_answers_newest_first
         .map(|hit| hit["memory_key"].as_str().unwrap())
         .collect();
     assert_eq!(keys.len(), 50);
-    assert_eq!((keys[0], keys[49]), ("k050", "k099"));
+    assert_eq!((keys[0], keys[49]), ("k100", "k149"));
     let one = h
         .call("memory.search", json!({"query": "number7"}))
         .await

@@ -38,16 +38,21 @@ use crate::store::{Backend, Bind, PerBackend, Store, Values, all_rows, db_error,
 /// those ~36,000 rows, joined and sorted them (about 70 ms of CPU per query
 /// on SQLite, 250 ms on PostgreSQL; seconds under load). Taking a bounded
 /// number of rows in index order (FTS5's rowid, the id negated; PostgreSQL's
-/// `memories_by_update`) costs the same whatever the store's size. Why 100:
-/// twice the largest page a caller may ask for (50), so the two passes
-/// together weigh up to four times it and recency, pins and recall counts
-/// still have room to reorder what the text found. Each row weighed is
-/// read, joined and scored: at 200 a pass, search served two thirds of the
-/// queries it serves at 100. Why not fewer, or fewer for smaller pages: the
-/// bound is the same whatever the page, so a smaller page is always the top
-/// of a larger one. A pass that matches fewer rows than this returns all of
-/// them, so small stores rank exactly as an exhaustive scan would.
-const CANDIDATES: i64 = 100;
+/// `memories_by_update`) costs the same whatever the store's size.
+///
+/// Why 50: the largest page a caller may ask for, so either pass alone can
+/// fill any page and the two together weigh up to twice it, room for
+/// recency, pins and recall counts to reorder what the text found. Each
+/// row weighed is read, joined and scored, and on SQLite the every-word
+/// pass also walks its words' posting lists until it has its rows, so a
+/// search costs about in proportion to this bound: at 100 a pass (twice
+/// the largest page, until the search benchmark showed it was the bound
+/// on its p99) search served 55-60% of the queries it serves at 50, and at
+/// 200 two thirds of those at 100. Why not fewer for smaller pages: the
+/// bound is the same whatever the page, so a smaller page is always the
+/// top of a larger one. A pass that matches fewer rows than this returns
+/// all of them, so small stores rank exactly as an exhaustive scan would.
+const CANDIDATES: i64 = 50;
 /// How long a search may run on the calling thread (SQLite) before SQLite
 /// interrupts it and it runs again on sqlx's threads.
 ///
