@@ -16,7 +16,7 @@ use crate::memory::store::{COLUMNS, Row};
 use crate::scope::require_namespace;
 use crate::store::{Store, db_error, now_ms};
 
-const MATCHES: usize = 50;
+const MATCHES: usize = rank::LARGEST_PAGE as usize;
 const PINNED: i64 = 20;
 const RUNS: i64 = 3;
 

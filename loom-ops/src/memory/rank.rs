@@ -52,7 +52,11 @@ use crate::store::{Backend, Bind, PerBackend, Store, Values, all_rows, db_error,
 /// bound is the same whatever the page, so a smaller page is always the
 /// top of a larger one. A pass that matches fewer rows than this returns
 /// all of them, so small stores rank exactly as an exhaustive scan would.
-const CANDIDATES: i64 = 50;
+const CANDIDATES: i64 = LARGEST_PAGE;
+/// The most hits one ranked search returns: `memory.search`'s limit,
+/// `loom_search`'s top_k and the matches `context.pack` weighs are held to
+/// it, and each retrieval pass takes as many rows ([`CANDIDATES`]).
+pub const LARGEST_PAGE: i64 = 50;
 /// How long a search may run on the calling thread (SQLite) before SQLite
 /// interrupts it and it runs again on sqlx's threads.
 ///

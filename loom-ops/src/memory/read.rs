@@ -369,7 +369,7 @@ pub async fn list(store: &Store, cx: &OpCx, input: MemoryList) -> OpResult<Memor
 /// `memory.search`: ranked hits; each served hit leaves an exposure row
 /// (recall counts are raised by memory.get only).
 pub async fn search(store: &Store, cx: &OpCx, input: MemorySearch) -> OpResult<MemorySearchResult> {
-    let limit = validate::limit(input.limit, 10, 50)?;
+    let limit = validate::limit(input.limit, 10, rank::LARGEST_PAGE)?;
     let kind = input.kind.as_deref().map(validate::kind).transpose()?;
     let terms = rank::terms(&input.query);
     let now = now_ms();

@@ -69,7 +69,10 @@ async fn namespaces(store: &Store, cx: &OpCx) -> OpResult<Vec<String>> {
 #[loom_op(role = "viewer", idempotent, rate = "heavy")]
 async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     let store = cx.service::<Store>()?;
-    let top_k = input.top_k.unwrap_or(DEFAULT_TOP_K).clamp(1, 50);
+    let top_k = input
+        .top_k
+        .unwrap_or(DEFAULT_TOP_K)
+        .clamp(1, rank::LARGEST_PAGE);
     let terms = rank::terms(&input.query);
     let now = now_ms();
     require_namespace_in(store, cx).await?;
