@@ -3,14 +3,27 @@
 use loom_core::{ErrorCode, LoomError};
 
 /// Maps a sqlx error: an exhausted pool is `OVERLOADED` (retry later), a
-/// busy SQLite or a serialization failure is `BACKEND_TIMEOUT`, anything else
-/// is an internal fault whose cause is logged, never sent.
+/// busy SQLite, a serialization failure or a connection the database server
+/// dropped is `BACKEND_TIMEOUT`, anything else is an internal fault whose
+/// cause is logged, never sent.
 pub fn db_error(e: sqlx::Error) -> LoomError {
     match &e {
         sqlx::Error::PoolTimedOut => {
             LoomError::new(ErrorCode::Overloaded, "the store is busy; retry shortly")
                 .with_retry_after(std::time::Duration::from_secs(1))
                 .with_internal(e.to_string())
+        }
+        // The socket to PostgreSQL broke (`open::PING_AFTER_IDLE` says when
+        // a call can meet such a connection); the pool replaces it.
+        sqlx::Error::Io(_) => connection_lost(e),
+        sqlx::Error::Database(db)
+            if db
+                .code()
+                .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")) =>
+        {
+            // PostgreSQL's connection exceptions (class 08) and its
+            // shutdowns (57P01-57P03: terminated, crashed, starting up)
+            connection_lost(e)
         }
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
@@ -28,4 +41,13 @@ pub fn db_error(e: sqlx::Error) -> LoomError {
         }
         _ => LoomError::internal(e),
     }
+}
+
+fn connection_lost(e: sqlx::Error) -> LoomError {
+    LoomError::new(
+        ErrorCode::BackendTimeout,
+        "the store's connection was lost; retry",
+    )
+    .with_retry_after(std::time::Duration::from_secs(1))
+    .with_internal(e.to_string())
 }

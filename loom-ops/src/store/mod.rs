@@ -53,7 +53,9 @@ pub use inline::{all_rows, first_row};
 pub(crate) use multirow::{execute_chunked, execute_chunked_direct};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
-pub use open::{DEFAULT_ACCESS_CACHE, StoreOptions, default_connections, default_database_url};
+pub use open::{
+    DEFAULT_ACCESS_CACHE, PING_AFTER_IDLE, StoreOptions, default_connections, default_database_url,
+};
 pub use rate_buckets::RateBudget;
 pub use read::ReadConn;
 pub use session_runs::SessionRunKey;

@@ -109,10 +109,16 @@ pub async fn sqlite_at(url: String, dir: std::path::PathBuf) -> TestStore {
 
 /// A migrated PostgreSQL store in a fresh schema, when `LOOM_TEST_DATABASE_URL` is set.
 pub async fn postgres() -> Option<TestStore> {
+    postgres_with(|_| {}).await
+}
+
+/// [`postgres`] with `adjust` applied to its options first.
+pub async fn postgres_with(adjust: impl FnOnce(&mut StoreOptions)) -> Option<TestStore> {
     let url = postgres_url()?;
     let mut options = StoreOptions::new(url);
     options.pg_schema = Some(fresh_schema());
     options.max_connections = Some(8);
+    adjust(&mut options);
     let store = Store::open(options.clone()).await.expect("open postgres");
     Some(TestStore {
         store,
