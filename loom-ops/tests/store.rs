@@ -181,3 +181,23 @@ async fn a_ledger_batch_of_any_length_lands_whole() {
         );
     }
 }
+
+/// Not beside the tests that drop connections (tests/postgres_connections.rs):
+/// a connection found lost anywhere in the process closes the read
+/// connections out at the time, which this test's would then be.
+#[tokio::test]
+async fn one_read_at_a_time_reuses_its_postgres_connection() {
+    let Some(t) = testing::postgres().await else {
+        return;
+    };
+    let mut pids = Vec::new();
+    for _ in 0..3 {
+        let mut conn = t.store.read().await.unwrap();
+        let (pid,): (i32,) = sqlx::query_as("SELECT pg_backend_pid()")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        pids.push(pid);
+    }
+    assert!(pids.iter().all(|p| *p == pids[0]), "{pids:?}");
+}

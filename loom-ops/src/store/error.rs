@@ -1,6 +1,19 @@
 //! Database errors as [`LoomError`]s: the client sees a code, the log the cause.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use loom_core::{ErrorCode, LoomError};
+
+/// Connections found lost so far ([`connections_lost`]).
+static LOST: AtomicU64 = AtomicU64::new(0);
+
+/// How many times a call has found the store's connection lost (a broken
+/// socket, PostgreSQL's connection errors) since the process started: the
+/// read connections kept out of sqlx's pool (`store::read`) compare it
+/// before and after a read, and do not keep one that may be the lost one.
+pub(super) fn connections_lost() -> u64 {
+    LOST.load(Ordering::Relaxed)
+}
 
 /// Maps a sqlx error: an exhausted pool is `OVERLOADED` (retry later), a
 /// busy SQLite, a serialization failure or a connection the database server
@@ -44,6 +57,7 @@ pub fn db_error(e: sqlx::Error) -> LoomError {
 }
 
 fn connection_lost(e: sqlx::Error) -> LoomError {
+    LOST.fetch_add(1, Ordering::Relaxed);
     LoomError::new(
         ErrorCode::BackendTimeout,
         "the store's connection was lost; retry",

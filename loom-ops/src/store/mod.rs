@@ -129,7 +129,7 @@ pub struct Store {
     /// SQLite's group commit over the writer; `None` on PostgreSQL.
     group: Option<std::sync::Arc<group::Group>>,
     /// SQLite's read connections ([`Store::read`]); `None` on PostgreSQL.
-    kept: Option<std::sync::Arc<read::Kept>>,
+    kept: std::sync::Arc<read::Kept>,
     /// SQLite's point reads on the calling thread ([`Store::read_inline`]);
     /// `None` on PostgreSQL and in memory.
     inline: Option<std::sync::Arc<inline::Inline>>,
@@ -168,9 +168,7 @@ impl Store {
         if let Some(group) = &self.group {
             group.close().await;
         }
-        if let Some(kept) = &self.kept {
-            kept.close().await;
-        }
+        self.kept.close().await;
         if let Some(inline) = &self.inline {
             inline.close();
         }

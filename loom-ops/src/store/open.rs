@@ -50,9 +50,11 @@ pub fn default_database_url() -> String {
 pub struct StoreOptions {
     /// `sqlite://path` or `postgres://…`.
     pub url: String,
-    /// Connections for reads (SQLite and PostgreSQL) and writes (PostgreSQL only;
-    /// SQLite always writes through one connection). `None`: the backend's
-    /// default ([`default_connections`]).
+    /// Connections to the database. PostgreSQL: the total, half of them
+    /// for reads ([`Store::read`]) and the rest, at least two, for writes
+    /// and every other statement. SQLite: reader connections (it always
+    /// writes through one). `None`: the backend's default
+    /// ([`default_connections`]).
     pub max_connections: Option<u32>,
     /// PostgreSQL schema to use (and create); tests run each in its own.
     pub pg_schema: Option<String>,
@@ -61,15 +63,25 @@ pub struct StoreOptions {
     /// How long what authorization read of a namespace and a subject's
     /// grant on it is kept ([`Store::namespace_access`]); zero keeps nothing.
     pub access_cache: Duration,
-    /// PostgreSQL: how long a connection sits idle in the pool before it is
-    /// pinged on its way out ([`PING_AFTER_IDLE`]); zero pings every time.
+    /// PostgreSQL: how long a connection sits idle before it is pinged on
+    /// its way out ([`PING_AFTER_IDLE`]); zero pings every time.
     pub ping_after_idle: Duration,
+    /// PostgreSQL: how long a connection is used before it is closed and a
+    /// new one opened in its place ([`CONNECTION_LIFETIME`]).
+    pub connection_lifetime: Duration,
 }
 
+/// [`StoreOptions::connection_lifetime`] by default, sqlx's own: so what
+/// PostgreSQL holds for a connection (its caches, the connection's
+/// prepared statements) does not grow for good, and after a failover
+/// every connection has moved over within this time.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(30 * 60);
+
 /// [`StoreOptions::ping_after_idle`] by default: how long a PostgreSQL
-/// connection must have sat idle in the pool before the pool pings it on
-/// its way out, to catch one the server or the network dropped meanwhile
-/// (a restart, a proxy's idle timeout).
+/// connection must have sat idle before it is pinged on its way out, to
+/// catch one the server or the network dropped meanwhile (a restart, a
+/// proxy's idle timeout). It holds for sqlx's pool (writes, listings) and
+/// for the read connections kept out of it (`store::read`).
 ///
 /// Why not on every acquire (sqlx's `test_before_acquire`): sqlx also pings
 /// every connection given back to its pool, so a point read was three
@@ -77,13 +89,14 @@ pub struct StoreOptions {
 /// `memory.get` load 29% of the server's samples in `perf` were its
 /// threads switching and waking up; without the ping on acquire, paired
 /// 10 s runs served 8.0-8.7k gets/s against 7.0-7.4k, at 86-89 µs of the
-/// server's CPU a get against 97-101. A connection in use is checked by
-/// the ping on its return: one that broke in use is closed then, not
-/// handed out again. What the idle time leaves unchecked is a connection
-/// given back less than this long before the server dropped it: its next
-/// query fails (one call, `BACKEND_TIMEOUT`, which may be retried) and the
-/// ping on its return closes it. SQLite's connections are file handles
-/// that nothing drops under us: never pinged here.
+/// server's CPU a get against 97-101. A connection in use is checked as it
+/// comes back: the pool's ping closes one that broke, and a read
+/// connection is closed when any call found a connection lost while it was
+/// out. What the idle time leaves unchecked is a connection given back
+/// less than this long before the server dropped it: its next query fails
+/// (one call, `BACKEND_TIMEOUT`, which may be retried) and it is closed as
+/// it comes back. SQLite's connections are file handles that nothing drops
+/// under us: never pinged here.
 pub const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// [`StoreOptions::access_cache`] unless told otherwise
@@ -100,6 +113,7 @@ impl StoreOptions {
             acquire_timeout: Duration::from_secs(5),
             access_cache: DEFAULT_ACCESS_CACHE,
             ping_after_idle: PING_AFTER_IDLE,
+            connection_lifetime: CONNECTION_LIFETIME,
         }
     }
 }
@@ -198,7 +212,7 @@ impl Store {
         if let Some(file) = &file {
             super::telemetry::check_opens(file)?;
         }
-        let ping_after_idle = options.ping_after_idle;
+        let (ping_after_idle, lifetime) = (options.ping_after_idle, options.connection_lifetime);
         // `sqlite_extra`: pragmas for one pool's connections on SQLite;
         // `attach`: the telemetry file's attach for them.
         let setup = move |schema: Option<String>,
@@ -206,6 +220,7 @@ impl Store {
                           attach: Option<Attach>| {
             AnyPoolOptions::new()
                 .acquire_timeout(options.acquire_timeout)
+                .max_lifetime(lifetime)
                 // Not sqlx's ping on every acquire: see PING_AFTER_IDLE.
                 .test_before_acquire(false)
                 .before_acquire(move |conn, meta| {
@@ -258,9 +273,15 @@ impl Store {
         let connections = options
             .max_connections
             .unwrap_or_else(|| default_connections(backend));
-        let writers = match backend {
-            Backend::Sqlite => 1,
-            Backend::Postgres => connections.max(2),
+        // PostgreSQL: the configured total split between the read
+        // connections kept out of sqlx's pool (`store::read`) and the pool
+        // every other statement uses (writes, listings), at least two.
+        let (reads, writers) = match backend {
+            Backend::Sqlite => (connections, 1),
+            Backend::Postgres => {
+                let reads = (connections / 2).max(1);
+                (reads, connections.saturating_sub(reads).max(2))
+            }
         };
         let writer = setup(
             schema.clone(),
@@ -283,8 +304,13 @@ impl Store {
             .map_err(|e| format!("cannot open the database: {e}"))?,
             Backend::Postgres => writer.clone(),
         };
-        let kept = (backend == Backend::Sqlite)
-            .then(|| super::read::Kept::new(reader.clone(), connections, options.acquire_timeout));
+        let kept = super::read::Kept::new(
+            reader.clone(),
+            reads,
+            options.acquire_timeout,
+            (backend == Backend::Postgres).then_some(ping_after_idle),
+            (backend == Backend::Postgres).then_some(lifetime),
+        );
         // After the pools connected: `mode=rwc` has created the file by now.
         let inline = file
             .filter(|file| file.is_file())

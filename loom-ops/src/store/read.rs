@@ -1,37 +1,68 @@
-//! Connections for reads: [`Store::read`].
+//! Connections for reads: [`Store::read`], kept here instead of in sqlx's
+//! pool.
 //!
-//! On PostgreSQL a read takes a connection from the pool, as anything else.
-//!
-//! On SQLite the read connections are kept here instead of in sqlx's pool.
 //! sqlx pings every connection returned to its pool, to flush what a
-//! cancelled query may have left. A SQLite connection is driven by a
-//! worker thread of its own, so that ping is one more thread wake-up and
-//! round trip per read; on the hottest path (`memory.get`) it was half of
-//! them. A read connection needs no such flush: it never holds a
-//! transaction, and a query cancelled half-way is reset by its worker
-//! before the connection's next statement runs. The pool still opens the
+//! cancelled query may have left and to find one that broke. On SQLite a
+//! connection is driven by a worker thread of its own, so that ping is one
+//! more thread wake-up and round trip per read; on the hottest path
+//! (`memory.get`) it was half of them. On PostgreSQL it is one more round
+//! trip to the server per read: kept here, three rounds of 10 s runs of
+//! gets on PostgreSQL served 9.1-9.8k gets/s against 7.5-9.0k through the
+//! pool (74-88 µs of the server's CPU a get against 81-96), and sets as
+//! many within the noise with the pool at half the connections. A
+//! read connection needs no such flush: it never holds a transaction, and
+//! what a cancelled query left is read off before the connection's next
+//! statement runs (both sqlx drivers do it). The pool still opens the
 //! connections (with the store's per-connection settings); they are then
-//! detached from it and handed out from here, at most the configured
-//! number at once.
+//! detached from it and handed out from here, at most the configured number
+//! at once (on PostgreSQL half the store's connections, the pool keeping
+//! the other half).
+//!
+//! What the pool's pings caught, on PostgreSQL: a connection that sat idle
+//! for [`StoreOptions::ping_after_idle`](super::StoreOptions) or longer is
+//! pinged before it is handed out, and one the server dropped is replaced;
+//! a connection out while any call found a connection lost
+//! (`error::connections_lost`, counted where every database error that
+//! means it becomes a `LoomError`) is closed as it comes back, not kept,
+//! as it may be that one; and one older than the store's connection
+//! lifetime is closed as it comes back, for a new one to take its place,
+//! as the pool does.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use loom_core::OpResult;
-use sqlx::pool::PoolConnection;
-use sqlx::{Any, AnyConnection, AnyPool, Connection};
+use sqlx::{AnyConnection, AnyPool, Connection};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::timeout;
 
+use super::error::connections_lost;
 use super::{Store, db_error};
 
-/// SQLite's read connections.
+/// The store's read connections.
 pub(super) struct Kept {
-    /// Opens connections; they leave it at once ([`PoolConnection::detach`]).
+    /// Opens connections; they leave it at once
+    /// ([`PoolConnection::detach`](sqlx::pool::PoolConnection::detach)).
     opener: AnyPool,
-    idle: Mutex<Vec<AnyConnection>>,
+    idle: Mutex<Vec<Idle>>,
     permits: Arc<Semaphore>,
     wait: Duration,
+    /// PostgreSQL: how long a connection may sit idle before it is pinged
+    /// on its way out; `None` (SQLite): never.
+    ping_after_idle: Option<Duration>,
+    /// PostgreSQL: how long a connection is kept before it is closed and a
+    /// new one opened in its place
+    /// ([`StoreOptions::connection_lifetime`](super::StoreOptions)); `None`
+    /// (SQLite): for good.
+    lifetime: Option<Duration>,
+}
+
+/// An idle connection: when it was opened and when it was given back.
+struct Idle {
+    conn: AnyConnection,
+    born: Instant,
+    since: Instant,
 }
 
 impl std::fmt::Debug for Kept {
@@ -43,37 +74,65 @@ impl std::fmt::Debug for Kept {
 }
 
 impl Kept {
-    pub(super) fn new(opener: AnyPool, size: u32, wait: Duration) -> Arc<Kept> {
+    pub(super) fn new(
+        opener: AnyPool,
+        size: u32,
+        wait: Duration,
+        ping_after_idle: Option<Duration>,
+        lifetime: Option<Duration>,
+    ) -> Arc<Kept> {
         Arc::new(Kept {
             opener,
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(size.max(1) as usize)),
             wait,
+            ping_after_idle,
+            lifetime,
         })
     }
 
     async fn take(self: &Arc<Kept>) -> OpResult<ReadConn> {
-        let permit = tokio::time::timeout(self.wait, self.permits.clone().acquire_owned())
+        let permit = timeout(self.wait, self.permits.clone().acquire_owned())
             .await
             .map_err(|_| db_error(sqlx::Error::PoolTimedOut))?
             .map_err(|_| db_error(sqlx::Error::PoolClosed))?;
-        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let conn = match idle {
-            Some(conn) => conn,
-            None => self.opener.acquire().await.map_err(db_error)?.detach(),
+        let (conn, born) = loop {
+            let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let Some(Idle {
+                mut conn,
+                born,
+                since,
+            }) = idle
+            else {
+                let conn = self.opener.acquire().await.map_err(db_error)?.detach();
+                break (conn, Instant::now());
+            };
+            let stale = self.ping_after_idle.is_some_and(|p| since.elapsed() >= p);
+            // a server that stopped answering gets as long as a call would
+            // wait for a connection
+            if !stale || matches!(timeout(self.wait, conn.ping()).await, Ok(Ok(()))) {
+                break (conn, born);
+            }
+            // dropped by the server meanwhile: let it go, try the next
+            tracing::info!(
+                idle_ms = since.elapsed().as_millis(),
+                "a read connection was dropped while idle; replacing it"
+            );
         };
-        Ok(ReadConn(Held::Kept {
+        Ok(ReadConn {
             conn: Some(conn),
+            born,
             home: self.clone(),
+            lost_before: connections_lost(),
             _permit: permit,
-        }))
+        })
     }
 
     /// Closes the idle connections; those in use close when returned.
     pub(super) async fn close(&self) {
         self.permits.close();
         let idle = std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
-        for conn in idle {
+        for Idle { conn, .. } in idle {
             let _ = conn.close().await;
         }
     }
@@ -81,61 +140,64 @@ impl Kept {
 
 /// A connection for reads; derefs to the connection. Nothing it runs may
 /// write or open a transaction.
-pub struct ReadConn(Held);
-
-enum Held {
-    Pooled(PoolConnection<Any>),
-    Kept {
-        conn: Option<AnyConnection>,
-        home: Arc<Kept>,
-        _permit: OwnedSemaphorePermit,
-    },
+pub struct ReadConn {
+    conn: Option<AnyConnection>,
+    /// When the connection was opened.
+    born: Instant,
+    home: Arc<Kept>,
+    /// [`connections_lost`] when it was taken.
+    lost_before: u64,
+    _permit: OwnedSemaphorePermit,
 }
 
 impl Deref for ReadConn {
     type Target = AnyConnection;
 
     fn deref(&self) -> &AnyConnection {
-        match &self.0 {
-            Held::Pooled(c) => c,
-            Held::Kept { conn, .. } => conn.as_ref().expect("held until dropped"),
-        }
+        self.conn.as_ref().expect("held until dropped")
     }
 }
 
 impl DerefMut for ReadConn {
     fn deref_mut(&mut self) -> &mut AnyConnection {
-        match &mut self.0 {
-            Held::Pooled(c) => c,
-            Held::Kept { conn, .. } => conn.as_mut().expect("held until dropped"),
-        }
+        self.conn.as_mut().expect("held until dropped")
     }
 }
 
 impl Drop for ReadConn {
     fn drop(&mut self) {
-        if let Held::Kept { conn, home, .. } = &mut self.0
-            && let Some(conn) = conn.take()
-            && !home.permits.is_closed()
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        let home = &self.home;
+        if home.permits.is_closed()
+            || connections_lost() != self.lost_before
+            || home.lifetime.is_some_and(|l| self.born.elapsed() >= l)
         {
-            // Dropped when the store is closed: its worker thread then
-            // closes the SQLite handle.
-            home.idle
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(conn);
+            // The store is closed, this may be a connection found lost, or
+            // it is old enough to renew: closed, not kept (a SQLite handle
+            // closes on its worker thread).
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = conn.close().await;
+                });
+            }
+            return;
         }
+        home.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Idle {
+                conn,
+                born: self.born,
+                since: Instant::now(),
+            });
     }
 }
 
 impl Store {
     /// A connection for reads (see the module doc).
     pub async fn read(&self) -> OpResult<ReadConn> {
-        match &self.kept {
-            Some(kept) => kept.take().await,
-            None => Ok(ReadConn(Held::Pooled(
-                self.reader.acquire().await.map_err(db_error)?,
-            ))),
-        }
+        self.kept.take().await
     }
 }

@@ -1,16 +1,27 @@
-//! PostgreSQL connections the server drops (a restart, a proxy's idle
-//! timeout) are replaced, and a call that ran on one fails with a code a
-//! client may retry, not an internal fault. Run when
-//! `LOOM_TEST_DATABASE_URL` is set.
+//! The store's PostgreSQL connections: those the server drops (a restart,
+//! a proxy's idle timeout) are replaced, a call that ran on one fails with
+//! a code a client may retry, not an internal fault, and connections are
+//! renewed at their lifetime. Run when `LOOM_TEST_DATABASE_URL` is set.
 
 use std::time::Duration;
 
 use loom_core::ErrorCode;
-use loom_ops::store::{Store, db_error, testing};
+use loom_ops::store::{Store, StoreOptions, db_error, testing};
 use sqlx::Connection;
 
-/// The store's read connections (two), and the server process behind each.
+/// The store's read connections: half of its connections on PostgreSQL.
 const READERS: u32 = 2;
+const CONNECTIONS: u32 = 2 * READERS;
+
+/// A PostgreSQL test store of [`CONNECTIONS`], `adjust`ed; `None` without
+/// a server.
+async fn store_with(adjust: impl FnOnce(&mut StoreOptions)) -> Option<testing::TestStore> {
+    testing::postgres_with(|o| {
+        o.max_connections = Some(CONNECTIONS);
+        adjust(o);
+    })
+    .await
+}
 
 /// The server processes behind every read connection of `store`: all of
 /// them held at once, so each is a different connection.
@@ -56,12 +67,7 @@ async fn read_once(store: &Store) -> Result<i32, loom_core::LoomError> {
 
 #[tokio::test]
 async fn a_connection_idle_past_the_ping_threshold_is_checked_and_replaced() {
-    let Some(t) = testing::postgres_with(|o| {
-        o.max_connections = Some(READERS);
-        o.ping_after_idle = Duration::ZERO;
-    })
-    .await
-    else {
+    let Some(t) = store_with(|o| o.ping_after_idle = Duration::ZERO).await else {
         return;
     };
     let dropped = reader_pids(&t.store).await;
@@ -75,15 +81,14 @@ async fn a_connection_idle_past_the_ping_threshold_is_checked_and_replaced() {
 
 #[tokio::test]
 async fn a_connection_dropped_while_briefly_idle_fails_one_call_retryably() {
-    let Some(t) = testing::postgres_with(|o| o.max_connections = Some(READERS)).await else {
+    let Some(t) = store_with(|_| {}).await else {
         return;
     };
     assert_eq!(t.options.ping_after_idle, loom_ops::store::PING_AFTER_IDLE);
     let dropped = reader_pids(&t.store).await;
     terminate(&t.options.url, &dropped).await;
-    // Each dropped connection fails at most the one call that finds it
-    // (sqlx's ping on its return then closes it); after that, reads run on
-    // new connections.
+    // Each dropped connection fails at most the one call that finds it (it
+    // is closed as it comes back); after that, reads run on new ones.
     let mut failures = 0;
     let pid = loop {
         match read_once(&t.store).await {
@@ -106,4 +111,16 @@ async fn a_connection_dropped_while_briefly_idle_fails_one_call_retryably() {
             .expect("reads after the first success");
         assert!(!dropped.contains(&pid));
     }
+}
+
+#[tokio::test]
+async fn a_read_connection_past_its_lifetime_is_renewed() {
+    let Some(t) = store_with(|o| o.connection_lifetime = Duration::ZERO).await else {
+        return;
+    };
+    // one read at a time: each gets the connection the last one gave back
+    // (tests/store.rs), unless it was closed for its age
+    let first = read_once(&t.store).await.unwrap();
+    let second = read_once(&t.store).await.unwrap();
+    assert_ne!(first, second, "a connection past its lifetime was kept");
 }
