@@ -27,7 +27,8 @@ pub fn db_error(e: sqlx::Error) -> LoomError {
                 .with_internal(e.to_string())
         }
         // The socket to PostgreSQL broke (`open::PING_AFTER_IDLE` says when
-        // a call can meet such a connection); the pool replaces it.
+        // a call can meet such a connection); the connection is replaced
+        // as it comes back (`store::read`, sqlx's pool).
         sqlx::Error::Io(_) => connection_lost(e),
         sqlx::Error::Database(db)
             if db
