@@ -128,7 +128,7 @@ pub struct Store {
     reader: AnyPool,
     /// SQLite's group commit over the writer; `None` on PostgreSQL.
     group: Option<std::sync::Arc<group::Group>>,
-    /// SQLite's read connections ([`Store::read`]); `None` on PostgreSQL.
+    /// The read connections, kept out of the pools ([`Store::read`]).
     kept: std::sync::Arc<read::Kept>,
     /// SQLite's point reads on the calling thread ([`Store::read_inline`]);
     /// `None` on PostgreSQL and in memory.

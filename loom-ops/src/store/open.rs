@@ -308,8 +308,10 @@ impl Store {
             reader.clone(),
             reads,
             options.acquire_timeout,
-            (backend == Backend::Postgres).then_some(ping_after_idle),
-            (backend == Backend::Postgres).then_some(lifetime),
+            (backend == Backend::Postgres).then_some(super::read::Upkeep {
+                ping_after_idle,
+                lifetime,
+            }),
         );
         // After the pools connected: `mode=rwc` has created the file by now.
         let inline = file

@@ -48,14 +48,20 @@ pub(super) struct Kept {
     idle: Mutex<Vec<Idle>>,
     permits: Arc<Semaphore>,
     wait: Duration,
-    /// PostgreSQL: how long a connection may sit idle before it is pinged
-    /// on its way out; `None` (SQLite): never.
-    ping_after_idle: Option<Duration>,
-    /// PostgreSQL: how long a connection is kept before it is closed and a
-    /// new one opened in its place
-    /// ([`StoreOptions::connection_lifetime`](super::StoreOptions)); `None`
-    /// (SQLite): for good.
-    lifetime: Option<Duration>,
+    /// PostgreSQL's checks of its connections; `None` on SQLite, whose
+    /// connections are file handles nothing drops or wears out.
+    upkeep: Option<Upkeep>,
+}
+
+/// How a PostgreSQL read connection is checked
+/// ([`StoreOptions`](super::StoreOptions)'s fields of the same names).
+pub(super) struct Upkeep {
+    /// How long a connection may sit idle before it is pinged on its way
+    /// out.
+    pub(super) ping_after_idle: Duration,
+    /// How long a connection is kept before it is closed and a new one
+    /// opened in its place.
+    pub(super) lifetime: Duration,
 }
 
 /// An idle connection: when it was opened and when it was given back.
@@ -78,16 +84,14 @@ impl Kept {
         opener: AnyPool,
         size: u32,
         wait: Duration,
-        ping_after_idle: Option<Duration>,
-        lifetime: Option<Duration>,
+        upkeep: Option<Upkeep>,
     ) -> Arc<Kept> {
         Arc::new(Kept {
             opener,
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(size.max(1) as usize)),
             wait,
-            ping_after_idle,
-            lifetime,
+            upkeep,
         })
     }
 
@@ -107,7 +111,10 @@ impl Kept {
                 let conn = self.opener.acquire().await.map_err(db_error)?.detach();
                 break (conn, Instant::now());
             };
-            let stale = self.ping_after_idle.is_some_and(|p| since.elapsed() >= p);
+            let stale = self
+                .upkeep
+                .as_ref()
+                .is_some_and(|u| since.elapsed() >= u.ping_after_idle);
             // a server that stopped answering gets as long as a call would
             // wait for a connection
             if !stale || matches!(timeout(self.wait, conn.ping()).await, Ok(Ok(()))) {
@@ -172,7 +179,10 @@ impl Drop for ReadConn {
         let home = &self.home;
         if home.permits.is_closed()
             || connections_lost() != self.lost_before
-            || home.lifetime.is_some_and(|l| self.born.elapsed() >= l)
+            || home
+                .upkeep
+                .as_ref()
+                .is_some_and(|u| self.born.elapsed() >= u.lifetime)
         {
             // The store is closed, this may be a connection found lost, or
             // it is old enough to renew: closed, not kept (a SQLite handle
