@@ -8,11 +8,20 @@ use serde_json::json;
 use common::{full_text_integrity_check as integrity_check, full_text_segments as segments};
 
 /// A SQLite store whose full-text index does not merge by itself, so
-/// every write leaves a segment of its own.
+/// every batch it takes leaves a segment of its own.
 async fn without_automerge() -> common::Harness {
     let h = common::sqlite().await;
     common::full_text_setting(&h, "automerge", 0).await;
     h
+}
+
+/// `memory.set`, then its rows handed to the index as a search would
+/// hand them: a segment of its own.
+async fn set(h: &common::Harness, key: &str, content: &str) {
+    h.call("memory.set", json!({"memory_key": key, "content": content}))
+        .await
+        .unwrap();
+    h.store().index_queued_writes().await.unwrap();
 }
 
 /// One look of the merge worker at the index.
@@ -24,12 +33,7 @@ async fn look(h: &common::Harness, watch: &mut FullTextWatch) -> Option<Merged> 
 async fn a_quiet_index_in_many_segments_is_merged_into_one_and_still_answers() {
     let h = without_automerge().await;
     for i in 0..12 {
-        h.call(
-            "memory.set",
-            json!({"memory_key": format!("k{i}"), "content": format!("deploy window number{i}")}),
-        )
-        .await
-        .unwrap();
+        set(&h, &format!("k{i}"), &format!("deploy window number{i}")).await;
     }
     let before = segments(&h).await;
     assert!(before >= 12, "{before}");
@@ -63,29 +67,28 @@ async fn a_quiet_index_in_many_segments_is_merged_into_one_and_still_answers() {
 #[tokio::test]
 async fn an_index_written_between_two_looks_is_left_alone() {
     let h = without_automerge().await;
-    let set = |i: usize| {
-        h.call(
-            "memory.set",
-            json!({"memory_key": format!("k{i}"), "content": "deploy window"}),
-        )
-    };
     for i in 0..10 {
-        set(i).await.unwrap();
+        set(&h, &format!("k{i}"), "deploy window").await;
     }
     let mut watch = FullTextWatch::default();
     for i in 10..13 {
         assert_eq!(look(&h, &mut watch).await, None);
-        set(i).await.unwrap();
+        set(&h, &format!("k{i}"), "deploy window").await;
     }
     assert!(segments(&h).await >= 13);
+    // Writes queued for the index, not in it yet, are writes too.
+    for i in 13..16 {
+        assert_eq!(look(&h, &mut watch).await, None);
+        h.call(
+            "memory.set",
+            json!({"memory_key": format!("k{i}"), "content": "deploy window"}),
+        )
+        .await
+        .unwrap();
+    }
     // A few segments are not worth rewriting the index for.
     let h = common::sqlite().await;
-    h.call(
-        "memory.set",
-        json!({"memory_key": "a", "content": "deploy"}),
-    )
-    .await
-    .unwrap();
+    set(&h, "a", "deploy").await;
     let mut watch = FullTextWatch::default();
     for _ in 0..2 {
         assert_eq!(look(&h, &mut watch).await, None);
@@ -106,15 +109,12 @@ async fn a_quiet_index_grown_by_rewrites_is_merged_though_in_few_segments() {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let set = |key: &'static str, content: String| {
-        h.call("memory.set", json!({"memory_key": key, "content": content}))
-    };
     let mut watch = FullTextWatch::default();
-    set("long", words("alpha")).await.unwrap();
+    set(&h, "long", &words("alpha")).await;
     assert_eq!(look(&h, &mut watch).await, None);
 
     // A small memory more: a second segment, a page or two: left alone.
-    set("short", "deploy".into()).await.unwrap();
+    set(&h, "short", "deploy").await;
     for _ in 0..2 {
         assert_eq!(look(&h, &mut watch).await, None);
     }
@@ -122,7 +122,7 @@ async fn a_quiet_index_grown_by_rewrites_is_merged_though_in_few_segments() {
 
     // The long memory rewritten: the deletions of its old words and its new
     // words about double the pages, in one segment more.
-    set("long", words("omega")).await.unwrap();
+    set(&h, "long", &words("omega")).await;
     assert_eq!(segments(&h).await, 3);
     assert_eq!(
         look(&h, &mut watch).await,
@@ -136,12 +136,12 @@ async fn a_quiet_index_grown_by_rewrites_is_merged_though_in_few_segments() {
     // Two new long memories triple the pages; merged, that is the index's
     // size from then on, and a small write more is a second segment, not
     // growth to merge again.
-    set("long2", words("beta")).await.unwrap();
-    set("long3", words("gamma")).await.unwrap();
+    set(&h, "long2", &words("beta")).await;
+    set(&h, "long3", &words("gamma")).await;
     assert_eq!(look(&h, &mut watch).await, None);
     let merged = look(&h, &mut watch).await.expect("merged");
     assert_eq!((merged.from, merged.to), (3, 1));
-    set("short", "deploy again".into()).await.unwrap();
+    set(&h, "short", "deploy again").await;
     for _ in 0..2 {
         assert_eq!(look(&h, &mut watch).await, None);
     }

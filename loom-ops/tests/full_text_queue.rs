@@ -1,5 +1,8 @@
 //! SQLite's full-text queue (migration 0011): the triggers queue what the
-//! index must learn, and every commit hands it to FTS5 at once.
+//! index must learn, and FTS5 takes it a batch at a time: from the direct
+//! writer once a batch is queued, from any other commit, and before any
+//! search reads the index, so a search finds every write committed before
+//! it.
 
 mod common;
 
@@ -51,9 +54,10 @@ async fn holding(h: &common::Harness, word: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Every word's rows in the index are the rows holding it now, and nothing
-/// is left queued.
+/// Once a reader asks (as a search does), every word's rows in the index
+/// are the rows holding it now, and nothing is left queued.
 async fn assert_index_matches_rows(h: &common::Harness, when: &str) {
+    h.store().index_queued_writes().await.unwrap();
     for word in WORDS {
         assert_eq!(
             indexed(h, word).await,
@@ -94,11 +98,23 @@ async fn concurrent_writes_share_one_segment_and_the_index_follows_every_commit(
         };
         let (written, ()) = tokio::join!(sets, release);
         assert!(written.iter().all(Result::is_ok), "round {round}");
-        let added = common::full_text_segments(&h).await - before;
-        // Flushed at every call's savepoint, the index took a segment per
-        // write (48); now one per commit.
-        assert!((1..=8).contains(&added), "round {round}: {added} segments");
+        // Less than a batch: queued, and the index not written.
+        let queued = h.rows("memories_fts_pending").await;
+        let expected = if round == 0 { KEYS } else { 2 * KEYS };
+        assert_eq!(
+            queued, expected as i64,
+            "round {round}: an insert queues one row, an update two"
+        );
+        assert_eq!(
+            common::full_text_segments(&h).await,
+            before,
+            "round {round}"
+        );
         assert_index_matches_rows(&h, &format!("after the sets of round {round}")).await;
+        // Flushed at every call's savepoint, the index took a segment per
+        // write (48); at every commit one per commit; now one per batch.
+        let added = common::full_text_segments(&h).await - before;
+        assert_eq!(added, 1, "round {round}: {added} segments");
     }
 
     // Writes through sqlx's group (memory.update, memory.apply) drain too.
@@ -119,6 +135,100 @@ async fn concurrent_writes_share_one_segment_and_the_index_follows_every_commit(
     h.call("memory.apply", label).await.unwrap();
     assert_index_matches_rows(&h, "after updates and labels").await;
     assert!(indexed(&h, "kestrel").await.contains("k15"));
+}
+
+#[tokio::test]
+async fn a_search_finds_every_committed_write_before_its_batch_is_indexed() {
+    let h = common::sqlite().await;
+    let search = |query: &'static str| {
+        let h = &h;
+        async move {
+            let found = h
+                .call("memory.search", json!({"query": query}))
+                .await
+                .unwrap();
+            found["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|hit| hit["memory_key"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    h.call(
+        "memory.set",
+        json!({"memory_key": "k", "content": "amber birch"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(h.rows("memories_fts_pending").await, 1);
+    assert_eq!(search("amber").await, ["k"]);
+    assert_eq!(
+        h.rows("memories_fts_pending").await,
+        0,
+        "the search indexed it"
+    );
+
+    h.call(
+        "memory.set",
+        json!({"memory_key": "k", "content": "cedar delta"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(h.rows("memories_fts_pending").await, 2);
+    assert!(search("amber").await.is_empty(), "the old text is gone");
+    assert_eq!(search("cedar").await, ["k"]);
+    h.call("memory.delete", json!({"memory_key": "k"}))
+        .await
+        .unwrap();
+    assert!(search("cedar").await.is_empty());
+    common::full_text_integrity_check(&h).await;
+}
+
+#[tokio::test]
+async fn the_direct_writer_indexes_a_batch_once_it_is_queued() {
+    let h = common::sqlite().await;
+    let before = common::full_text_segments(&h).await;
+    // More inserts than a batch of rows (1,024), none searched: the direct
+    // writer's commits hand FTS5 the queue once it holds a batch.
+    const KEYS: usize = 1100;
+    for chunk in (0..KEYS).collect::<Vec<_>>().chunks(100) {
+        let sets = join_all(chunk.iter().map(|i| {
+            h.call_found(
+                "memory.set",
+                json!({"memory_key": format!("k{i:04}"), "content": content(*i, 0)}),
+            )
+        }));
+        assert!(sets.await.iter().all(Result::is_ok));
+    }
+    let queued = h.rows("memories_fts_pending").await;
+    assert!(queued < 1024, "{queued} rows queued");
+    assert!(common::full_text_segments(&h).await > before);
+    assert_index_matches_rows(&h, "after more than a batch of sets").await;
+}
+
+#[tokio::test]
+async fn what_is_queued_is_indexed_when_the_store_closes() {
+    let h = common::sqlite().await;
+    for i in 0..3 {
+        h.call(
+            "memory.set",
+            json!({"memory_key": format!("k{i}"), "content": content(i, 0)}),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(h.rows("memories_fts_pending").await, 3);
+    h.store().close().await;
+    // Connected without opening (which would index the queue itself).
+    let options = h.options().clone();
+    let store = loom_ops::store::Store::connect(options).await.unwrap();
+    let queued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM memories_fts_pending")
+        .fetch_one(store.reader())
+        .await
+        .unwrap();
+    assert_eq!(queued, 0);
+    store.close().await;
 }
 
 #[tokio::test]

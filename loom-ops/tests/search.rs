@@ -333,7 +333,7 @@ async fn insert_rows(h: &common::Harness, rows: &[Seed<'_>]) {
         .unwrap();
     }
     tx.commit().await.unwrap();
-    h.store().drain_full_text_queue().await.unwrap();
+    h.store().index_queued_writes().await.unwrap();
 }
 
 /// More rows holding a word than both retrieval passes read (2 x 100).

@@ -251,6 +251,9 @@ pub async fn search_counted(
     // With one term both passes are the same.
     let both = terms.len() > 1;
     let backend = store.backend();
+    // SQLite's index takes writes in batches: what is queued goes in
+    // first, so the search finds every write committed before it.
+    store.index_queued_writes().await?;
     // On SQLite the statement runs on the calling thread, within a budget
     // (INLINE_BUDGET), like a point read; past it, on sqlx's threads.
     let inline = store.read_inline_within(INLINE_BUDGET, |c| {

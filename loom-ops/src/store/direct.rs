@@ -214,7 +214,8 @@ fn group(conn: &Connection, first: Job, jobs: &mpsc::Receiver<Job>, state: &Stat
     }
 }
 
-/// Runs what a commit runs first ([`BeforeCommit`]), when it is due.
+/// Runs what a commit runs first ([`BeforeCommit`]), once a batch of it
+/// is due.
 fn before_commit(conn: &Connection, before: Option<&BeforeCommit>) -> rusqlite::Result<()> {
     let Some(before) = before else {
         return Ok(());
@@ -222,7 +223,7 @@ fn before_commit(conn: &Connection, before: Option<&BeforeCommit>) -> rusqlite::
     let due: i64 = conn
         .prepare_cached(before.when)?
         .query_row([], |row| row.get(0))?;
-    if due != 0 {
+    if due >= before.batch.max(1) {
         for statement in before.statements {
             execute(conn, statement)?;
         }
@@ -347,13 +348,14 @@ mod tests {
         assert!(direct.write(insert, row("d", 5)).await.is_err());
     }
 
-    /// What a commit runs first runs only when due: with the writes that
-    /// queued rows, and not for a commit that queued none (the store's
-    /// drain would write the queue's page for nothing).
+    /// What a commit runs first runs only once a batch of it is due: not
+    /// for a commit that queued nothing (the store's drain would write the
+    /// queue's page for nothing), nor for one that queued less than a batch.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_commit_runs_what_comes_first_only_when_it_is_due() {
+    async fn a_commit_runs_what_comes_first_only_when_a_batch_is_due() {
         static DRAIN: BeforeCommit = BeforeCommit {
-            when: "SELECT EXISTS (SELECT 1 FROM queue)",
+            when: "SELECT COUNT(*) FROM queue",
+            batch: 3,
             statements: &[
                 "INSERT INTO drains (n) SELECT COUNT(*) FROM queue",
                 "DELETE FROM queue",
@@ -388,10 +390,12 @@ mod tests {
 
         let queued = statements(&["INSERT INTO queue (v) VALUES ($1), ($1)"]);
         direct.write(queued, vec![Value::Integer(2)]).await.unwrap();
-        assert_eq!(drains(), [2], "drained in the commit that queued");
+        assert_eq!(drains(), Vec::<i64>::new(), "less than a batch queued");
+        direct.write(queued, vec![Value::Integer(3)]).await.unwrap();
+        assert_eq!(drains(), [4], "drained in the commit that made a batch");
 
-        direct.write(into_t, vec![Value::Integer(3)]).await.unwrap();
-        assert_eq!(drains(), [2]);
+        direct.write(into_t, vec![Value::Integer(4)]).await.unwrap();
+        assert_eq!(drains(), [4]);
         direct.stop().await;
     }
 }

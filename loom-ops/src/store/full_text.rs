@@ -70,6 +70,9 @@ pub struct FullTextState {
     /// FTS5's structure record: it changes with every write to the index
     /// (its cookie counts them), so equal records mean nobody wrote.
     structure: Vec<u8>,
+    /// The rows queued for the index (`full_text_queue`): writes show here
+    /// before the index takes them, a batch at a time.
+    queued: i64,
     /// How many segments the index holds.
     pub segments: i64,
     /// The leaf pages of all its segments (`None`: a structure record
@@ -205,6 +208,7 @@ impl Store {
         };
         Ok(Some(FullTextState {
             structure,
+            queued: self.queued_for_full_text().await?,
             segments,
             pages,
         }))
@@ -345,6 +349,7 @@ mod tests {
     fn state(segments: i64, pages: i64, cookie: u8) -> FullTextState {
         FullTextState {
             structure: vec![cookie],
+            queued: 0,
             segments,
             pages: Some(pages),
         }
@@ -356,6 +361,13 @@ mod tests {
         assert!(!watch.look(&state(4, 1000, 1)));
         assert!(watch.look(&state(4, 1000, 1)));
         assert!(!watch.worth_merging());
+        // Writes queued for the index and not in it yet: not quiet.
+        let queued = FullTextState {
+            queued: 2,
+            ..state(4, 1000, 1)
+        };
+        assert!(!watch.look(&queued));
+        assert!(!watch.look(&state(4, 1000, 1)));
         // Grown by a fifth: not yet.
         watch.look(&state(5, 1200, 2));
         assert!(!watch.worth_merging());

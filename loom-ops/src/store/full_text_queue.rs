@@ -1,12 +1,27 @@
 //! SQLite's full-text queue: what the triggers on `memories` queue for the
-//! index (migration 0011 says why), handed to FTS5 once per commit.
+//! index (migration 0011 says why), handed to FTS5 in batches.
 //!
-//! Every commit of the store's writers runs [`DRAIN_PENDING`] just before
-//! its `COMMIT`, outside any call's savepoint: the direct writer
-//! ([`super::direct`]) and sqlx's group ([`super::group`]), which every
-//! other write of the store goes through. Rows another program queued
-//! (a bulk insert straight into the tables, as the benchmark's pre-fill
-//! does) are drained by the next commit, and when the store opens.
+//! The queue is drained by a commit of the store's writers, just before
+//! its `COMMIT`, outside any call's savepoint ([`DRAIN_PENDING`]):
+//!
+//! - the direct writer's ([`super::direct`]), which every `memory.set`
+//!   goes through, once the queue holds [`DRAIN_BATCH`] rows: FTS5 then
+//!   writes one segment for a few hundred writes instead of one for each
+//!   commit of a dozen or two, and the commits between do no full-text
+//!   work at all (under the `memory.set` benchmark FTS5's flush and merge
+//!   at each commit were a quarter of the writer thread's time);
+//! - every other commit (sqlx's group, [`super::group`]: the multi-step
+//!   writes, the merge worker's steps) whenever it holds anything;
+//! - a search, before it reads the index ([`Store::index_queued_writes`]):
+//!   when anything is queued, it commits an empty write through the group,
+//!   which drains the queue. So a search finds every write committed before
+//!   it began, as if each commit had been indexed, and pays for the batch
+//!   only when writes came since the last one;
+//! - the store's close, and its open (rows another program queued, as the
+//!   benchmark's pre-fill does by a bulk insert straight into the tables).
+//!
+//! Queued rows are durable with the writes that queued them, in the same
+//! transaction: a restart indexes what a crash left queued.
 //!
 //! A commit whose queue is empty (a batch of the call ledger's rows, of
 //! exposures or of recall counts) skips the drain. Its `DELETE` alone
@@ -20,16 +35,31 @@ use loom_core::OpResult;
 use super::group::BeforeCommit;
 use super::{Backend, Store, db_error};
 
-/// Whether anything is queued: one row, 1 or 0.
-const QUEUED: &str = "SELECT EXISTS (SELECT 1 FROM memories_fts_pending)";
+/// How many rows are queued, at most: the span of the queue's sequence
+/// numbers, two lookups of its primary key however long it is (rows
+/// leave it only all at once, or with a savepoint rolled back from its
+/// end).
+const QUEUED: &str = "SELECT COALESCE(MAX(seq) - MIN(seq) + 1, 0) FROM memories_fts_pending";
+
+/// Rows (an update queues two, an insert one) the direct writer lets the
+/// queue gather before a commit of its hands them to FTS5: ~512 sets, a
+/// few dozen of its commits under load. Paired 10 s runs of the set
+/// workload and full benchmark runs (bench/RESULTS.md, after 8925dce):
+/// sets served more a second than with the queue drained at every commit
+/// in 12 of 13 pairs (a median of +16%), at less of the server's CPU a
+/// set in 10 of 12 (a median of -13%).
+/// Other sizes were not measured; a larger batch leaves the first search
+/// after the writes more to index.
+pub(super) const DRAIN_BATCH: i64 = 1024;
 
 /// The queue drained into FTS5, then emptied, in one transaction with the
-/// writes that queued it, when it holds anything. In FTS5's rowid order,
-/// each row's changes in the order they were made: FTS5 then holds the
-/// whole commit in its pending terms and writes one segment (a rowid lower
-/// than the last one handed to it makes it write what it holds first).
+/// writes that queued it. In FTS5's rowid order, each row's changes in the
+/// order they were made: FTS5 then holds the whole batch in its pending
+/// terms and writes one segment (a rowid lower than the last one handed to
+/// it makes it write what it holds first).
 pub(super) const DRAIN_PENDING: BeforeCommit = BeforeCommit {
     when: QUEUED,
+    batch: DRAIN_BATCH,
     statements: &[
         "INSERT INTO memories_fts (memories_fts, rowid, memory_key, content, labels) \
          SELECT CASE WHEN remove = 1 THEN 'delete' END, fts_rowid, memory_key, content, labels \
@@ -39,23 +69,34 @@ pub(super) const DRAIN_PENDING: BeforeCommit = BeforeCommit {
 };
 
 impl Store {
-    /// Drains what was queued for the full-text index around the store's
-    /// writers (another program, a bulk insert straight into the tables)
-    /// by committing an empty write, as every commit drains the queue
-    /// (SQLite; nothing on PostgreSQL, whose search column is generated).
-    /// The store runs it when it opens; an empty queue takes no write lock,
-    /// so a CLI opening the store never waits behind a busy server for it.
-    pub async fn drain_full_text_queue(&self) -> OpResult<()> {
+    /// Hands FTS5 what is queued for the full-text index (SQLite; nothing
+    /// on PostgreSQL, whose search column is generated), by committing an
+    /// empty write through the group, whose commits drain any queue. A
+    /// search runs it before reading the index; the store when it opens.
+    /// An empty queue takes no write lock: a search after no writes pays
+    /// one lookup, and a CLI opening the store never waits behind a busy
+    /// server for it.
+    pub async fn index_queued_writes(&self) -> OpResult<()> {
         if self.backend() != Backend::Sqlite {
             return Ok(());
         }
-        let queued: i64 = sqlx::query_scalar(QUEUED)
-            .fetch_one(self.reader())
-            .await
-            .map_err(db_error)?;
-        if queued == 0 {
+        if self.queued_for_full_text().await? == 0 {
             return Ok(());
         }
         self.begin_write().await?.commit_unaudited().await
+    }
+
+    /// How many rows are queued for the full-text index, at most ([`QUEUED`]):
+    /// read on the calling thread where it can be.
+    pub(super) async fn queued_for_full_text(&self) -> OpResult<i64> {
+        if let Some(queued) =
+            self.read_inline(|c| c.prepare_cached(QUEUED)?.query_row([], |row| row.get(0)))
+        {
+            return queued;
+        }
+        sqlx::query_scalar(QUEUED)
+            .fetch_one(self.reader())
+            .await
+            .map_err(db_error)
     }
 }

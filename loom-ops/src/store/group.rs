@@ -39,10 +39,15 @@ pub(super) const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT loom_call";
 const UNDO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT loom_call; RELEASE SAVEPOINT loom_call";
 
 /// What a commit runs first, outside any call's savepoint: `statements`,
-/// when `when` (one row, one integer) answers other than 0. The store's
-/// is the full-text queue's drain (`full_text_queue`).
+/// when `when` (one row, one integer: how much there is to do) answers at
+/// least `batch` on the direct writer ([`super::direct`]), or more than 0
+/// on this group. The store's is the full-text queue's drain
+/// (`full_text_queue`): the direct writer's many small commits let work
+/// gather, and the group's (rarer, and the ones a reader who needs the
+/// work done waits for) do it all.
 pub(super) struct BeforeCommit {
     pub(super) when: &'static str,
+    pub(super) batch: i64,
     pub(super) statements: &'static [&'static str],
 }
 
@@ -192,12 +197,17 @@ impl Group {
     }
 
     /// Lets the direct writer commit what it was given, commits the open
-    /// group, if any, stops new ones and checkpoints a last time.
+    /// group (one of its own when none is open: its commit does what the
+    /// direct writer's left to do, so the next start finds the full-text
+    /// queue empty), stops new ones and checkpoints a last time.
     pub(super) async fn close(&self) {
         if let Some(direct) = &self.direct {
             direct.stop().await;
         }
-        let mut guard = self.state.lock().await;
+        let mut guard = match self.open().await {
+            Ok(guard) => guard,
+            Err(_) => self.state.clone().lock_owned().await,
+        };
         commit_open(&mut guard).await;
         guard.closed = true;
         let checkpoints = guard.checkpoints.clone();
@@ -258,7 +268,7 @@ async fn commit(
             .fetch_one(&mut **conn)
             .await
             .map_err(|e| e.to_string())?;
-        if due != 0 {
+        if due > 0 {
             for statement in before.statements {
                 conn.execute(*statement).await.map_err(|e| e.to_string())?;
             }

@@ -177,7 +177,7 @@ impl Store {
         let store = Store::connect(options).await?;
         store.migrate().await?;
         store.settle_telemetry().await?;
-        store.drain_full_text_queue().await.map_err(|e| {
+        store.index_queued_writes().await.map_err(|e| {
             let cause = e.internal_message().unwrap_or(e.message());
             format!("cannot index the rows queued for the full-text index: {cause}")
         })?;

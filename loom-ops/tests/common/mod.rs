@@ -82,6 +82,11 @@ impl Harness {
         &self.t.store
     }
 
+    /// Options that open the same database again.
+    pub fn options(&self) -> &loom_ops::store::StoreOptions {
+        &self.t.options
+    }
+
     /// Closes the store and opens the same database again (a restart).
     pub async fn restart(&mut self) {
         self.t.store.close().await;
