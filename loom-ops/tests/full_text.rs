@@ -273,23 +273,8 @@ async fn a_store_indexed_before_newest_first_is_rebuilt_and_answers_newest_first
     )
     .await
     .unwrap();
-    let hit = |query: &'static str| {
-        let h = &h;
-        async move {
-            let found = h
-                .call("memory.search", json!({ "query": query }))
-                .await
-                .unwrap();
-            found["hits"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|hit| hit["memory_key"].as_str().unwrap().to_owned())
-                .collect::<Vec<_>>()
-        }
-    };
-    assert_eq!(hit("quokka").await, ["fresh"]);
-    assert_eq!(hit("zebra").await, ["k010"]);
-    assert!(hit("number10").await.is_empty());
+    assert_eq!(h.search_keys("quokka").await, ["fresh"]);
+    assert_eq!(h.search_keys("zebra").await, ["k010"]);
+    assert!(h.search_keys("number10").await.is_empty());
     integrity_check(&h).await;
 }

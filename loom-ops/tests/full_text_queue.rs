@@ -140,48 +140,29 @@ async fn concurrent_writes_share_one_segment_and_the_index_follows_every_commit(
 #[tokio::test]
 async fn a_search_finds_every_committed_write_before_its_batch_is_indexed() {
     let h = common::sqlite().await;
-    let search = |query: &'static str| {
-        let h = &h;
-        async move {
-            let found = h
-                .call("memory.search", json!({"query": query}))
-                .await
-                .unwrap();
-            found["hits"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|hit| hit["memory_key"].as_str().unwrap().to_owned())
-                .collect::<Vec<_>>()
-        }
+    let set = |content: &'static str| {
+        h.call("memory.set", json!({"memory_key": "k", "content": content}))
     };
-    h.call(
-        "memory.set",
-        json!({"memory_key": "k", "content": "amber birch"}),
-    )
-    .await
-    .unwrap();
+    set("amber birch").await.unwrap();
     assert_eq!(h.rows("memories_fts_pending").await, 1);
-    assert_eq!(search("amber").await, ["k"]);
+    assert_eq!(h.search_keys("amber").await, ["k"]);
     assert_eq!(
         h.rows("memories_fts_pending").await,
         0,
         "the search indexed it"
     );
 
-    h.call(
-        "memory.set",
-        json!({"memory_key": "k", "content": "cedar delta"}),
-    )
-    .await
-    .unwrap();
+    set("cedar delta").await.unwrap();
     assert_eq!(h.rows("memories_fts_pending").await, 2);
-    assert!(search("amber").await.is_empty(), "the old text is gone");
-    assert_eq!(search("cedar").await, ["k"]);
+    assert!(
+        h.search_keys("amber").await.is_empty(),
+        "the old text is gone"
+    );
+    assert_eq!(h.search_keys("cedar").await, ["k"]);
     h.call("memory.delete", json!({"memory_key": "k"}))
         .await
         .unwrap();
-    assert!(search("cedar").await.is_empty());
+    assert!(h.search_keys("cedar").await.is_empty());
     common::full_text_integrity_check(&h).await;
 }
 
@@ -207,9 +188,31 @@ async fn the_direct_writer_indexes_a_batch_once_it_is_queued() {
     assert_index_matches_rows(&h, "after more than a batch of sets").await;
 }
 
+/// Rows another program writes straight into `memories` (`n` of them, in
+/// one transaction): the triggers queue them as for Loom's own writes.
+async fn insert_around_the_store(h: &common::Harness, n: usize) {
+    let mut tx = h.store().writer().begin().await.unwrap();
+    for i in 0..n {
+        sqlx::query(
+            "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, \
+             source, content_hash, version, created_ms, updated_ms) \
+             VALUES ($1, $2, $3, $4, $5, 'fact', '[]', '', 'h', 1, 1, 1)",
+        )
+        .bind(common::ORG)
+        .bind(common::NS)
+        .bind(common::AGENT)
+        .bind(format!("outside{i:04}"))
+        .bind(format!("heron glade {}", content(i, 1)))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
 #[tokio::test]
-async fn what_is_queued_is_indexed_when_the_store_closes() {
-    let h = common::sqlite().await;
+async fn what_a_restart_finds_queued_the_next_search_indexes() {
+    let mut h = common::sqlite().await;
     for i in 0..3 {
         h.call(
             "memory.set",
@@ -218,45 +221,30 @@ async fn what_is_queued_is_indexed_when_the_store_closes() {
         .await
         .unwrap();
     }
-    assert_eq!(h.rows("memories_fts_pending").await, 3);
-    h.store().close().await;
-    // Connected without opening (which would index the queue itself).
-    let options = h.options().clone();
-    let store = loom_ops::store::Store::connect(options).await.unwrap();
-    let queued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM memories_fts_pending")
-        .fetch_one(store.reader())
-        .await
-        .unwrap();
-    assert_eq!(queued, 0);
-    store.close().await;
+    insert_around_the_store(&h, 1).await;
+    assert_eq!(h.rows("memories_fts_pending").await, 4);
+    assert!(indexed(&h, "heron").await.is_empty());
+
+    // Less than a batch: left queued through the stop and the start, so a
+    // CLI opening the store never waits behind a busy server to index it.
+    h.restart().await;
+    assert_eq!(h.rows("memories_fts_pending").await, 4);
+    assert_eq!(h.search_keys("heron").await, ["outside0000"]);
+    assert_eq!(h.rows("memories_fts_pending").await, 0);
+    assert_index_matches_rows(&h, "after a restart and a search").await;
 }
 
 #[tokio::test]
-async fn rows_written_around_the_store_are_indexed_when_it_opens() {
+async fn a_bulk_load_around_the_store_is_indexed_when_it_opens() {
     let mut h = common::sqlite().await;
-    sqlx::query(
-        "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, source, \
-         content_hash, version, created_ms, updated_ms) \
-         VALUES ($1, $2, $3, 'outside', 'heron glade', 'fact', '[]', '', 'h', 1, 1, 1)",
-    )
-    .bind(common::ORG)
-    .bind(common::NS)
-    .bind(common::AGENT)
-    .execute(h.store().writer())
-    .await
-    .unwrap();
-    // Queued, not yet in the index: another program's write waits for the
-    // store's next commit or start.
-    assert_eq!(h.rows("memories_fts_pending").await, 1);
-    assert!(indexed(&h, "heron").await.is_empty());
-
+    // More than a batch of rows (1,024): left queued, the first write after
+    // the start would index them all in one of its commits.
+    insert_around_the_store(&h, 1100).await;
+    assert_eq!(h.rows("memories_fts_pending").await, 1100);
     h.restart().await;
+    assert_eq!(h.rows("memories_fts_pending").await, 0);
+    assert_eq!(indexed(&h, "heron").await.len(), 1100);
     assert_index_matches_rows(&h, "after a restart").await;
-    let found = h
-        .call("memory.search", json!({"query": "heron"}))
-        .await
-        .unwrap();
-    assert_eq!(found["hits"][0]["memory_key"], "outside");
 }
 
 #[tokio::test]

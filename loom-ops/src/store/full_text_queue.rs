@@ -17,11 +17,15 @@
 //!   which drains the queue. So a search finds every write committed before
 //!   it began, as if each commit had been indexed, and pays for the batch
 //!   only when writes came since the last one;
-//! - the store's close, and its open (rows another program queued, as the
-//!   benchmark's pre-fill does by a bulk insert straight into the tables).
+//! - the store's open, when a batch or more is queued (rows another program
+//!   queued, as the benchmark's pre-fill does by a bulk insert straight into
+//!   the tables): left for the first write, a bulk load would make one of
+//!   the server's commits index it all. Less than a batch is left to the
+//!   writes and searches to come, so a CLI opening the store while a server
+//!   writes never waits behind the server for the write lock.
 //!
 //! Queued rows are durable with the writes that queued them, in the same
-//! transaction: a restart indexes what a crash left queued.
+//! transaction: nothing a crash or a stop leaves queued is lost.
 //!
 //! A commit whose queue is empty (a batch of the call ledger's rows, of
 //! exposures or of recall counts) skips the drain. Its `DELETE` alone
@@ -72,15 +76,19 @@ impl Store {
     /// Hands FTS5 what is queued for the full-text index (SQLite; nothing
     /// on PostgreSQL, whose search column is generated), by committing an
     /// empty write through the group, whose commits drain any queue. A
-    /// search runs it before reading the index; the store when it opens.
-    /// An empty queue takes no write lock: a search after no writes pays
-    /// one lookup, and a CLI opening the store never waits behind a busy
-    /// server for it.
+    /// search runs it before reading the index. An empty queue takes no
+    /// write lock: a search after no writes pays one lookup.
     pub async fn index_queued_writes(&self) -> OpResult<()> {
+        self.index_queued(1).await
+    }
+
+    /// [`Store::index_queued_writes`] when at least `rows` are queued: the
+    /// store's open, with [`DRAIN_BATCH`] (the module doc says why).
+    pub(super) async fn index_queued(&self, rows: i64) -> OpResult<()> {
         if self.backend() != Backend::Sqlite {
             return Ok(());
         }
-        if self.queued_for_full_text().await? == 0 {
+        if self.queued_for_full_text().await? < rows.max(1) {
             return Ok(());
         }
         self.begin_write().await?.commit_unaudited().await

@@ -197,17 +197,12 @@ impl Group {
     }
 
     /// Lets the direct writer commit what it was given, commits the open
-    /// group (one of its own when none is open: its commit does what the
-    /// direct writer's left to do, so the next start finds the full-text
-    /// queue empty), stops new ones and checkpoints a last time.
+    /// group, if any, stops new ones and checkpoints a last time.
     pub(super) async fn close(&self) {
         if let Some(direct) = &self.direct {
             direct.stop().await;
         }
-        let mut guard = match self.open().await {
-            Ok(guard) => guard,
-            Err(_) => self.state.clone().lock_owned().await,
-        };
+        let mut guard = self.state.lock().await;
         commit_open(&mut guard).await;
         guard.closed = true;
         let checkpoints = guard.checkpoints.clone();

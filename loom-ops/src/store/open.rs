@@ -177,10 +177,13 @@ impl Store {
         let store = Store::connect(options).await?;
         store.migrate().await?;
         store.settle_telemetry().await?;
-        store.index_queued_writes().await.map_err(|e| {
-            let cause = e.internal_message().unwrap_or(e.message());
-            format!("cannot index the rows queued for the full-text index: {cause}")
-        })?;
+        store
+            .index_queued(super::full_text_queue::DRAIN_BATCH)
+            .await
+            .map_err(|e| {
+                let cause = e.internal_message().unwrap_or(e.message());
+                format!("cannot index the rows queued for the full-text index: {cause}")
+            })?;
         Ok(store)
     }
 

@@ -82,11 +82,6 @@ impl Harness {
         &self.t.store
     }
 
-    /// Options that open the same database again.
-    pub fn options(&self) -> &loom_ops::store::StoreOptions {
-        &self.t.options
-    }
-
     /// Closes the store and opens the same database again (a restart).
     pub async fn restart(&mut self) {
         self.t.store.close().await;
@@ -198,6 +193,20 @@ impl Harness {
             .await
             .unwrap();
         n
+    }
+
+    /// The keys `memory.search` finds for `query`, best first.
+    pub async fn search_keys(&self, query: &str) -> Vec<String> {
+        let found = self
+            .call("memory.search", serde_json::json!({ "query": query }))
+            .await
+            .unwrap();
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|hit| hit["memory_key"].as_str().unwrap().to_owned())
+            .collect()
     }
 
     /// Rows in `table`.
