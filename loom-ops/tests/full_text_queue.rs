@@ -70,7 +70,7 @@ async fn assert_index_matches_rows(h: &common::Harness, when: &str) {
 }
 
 #[tokio::test]
-async fn concurrent_writes_share_one_segment_and_the_index_follows_every_commit() {
+async fn writes_wait_in_the_queue_and_go_into_one_segment_when_a_reader_asks() {
     let h = common::sqlite().await;
     // Without automerge (nor its crisis merge, from 16 segments a level)
     // every segment FTS5 writes stays, so they can be counted.
