@@ -188,7 +188,8 @@ fn match_expr(backend: Backend, terms: &[String], pass: Pass) -> String {
 
 /// A query's terms with their document frequencies (SQLite's ranking
 /// input, see [`DocFreqs`](super::doc_freq::DocFreqs)): counted once,
-/// for every namespace a search reads.
+/// for every namespace a search reads, on an index that holds every write
+/// committed before (made only by [`Counted::count`]).
 pub struct Counted<'a> {
     terms: &'a [String],
     /// `loom_bm25`'s frequencies argument; `None` on PostgreSQL.
@@ -203,9 +204,17 @@ impl<'a> Counted<'a> {
         terms: &'a [String],
     ) -> OpResult<Counted<'a>> {
         let frequencies = match store.backend() {
-            Backend::Sqlite if !terms.is_empty() => Some(loom_fts5::frequencies(
-                &store.doc_freqs().counts(conn, terms).await?,
-            )),
+            Backend::Sqlite if !terms.is_empty() => {
+                // SQLite's index takes writes in batches: what is queued
+                // goes in before anything reads it (the counts, then each
+                // namespace's retrieval), so the search finds every write
+                // committed before it. Once per search, however many
+                // namespaces it reads.
+                store.index_queued_writes().await?;
+                Some(loom_fts5::frequencies(
+                    &store.doc_freqs().counts(conn, terms).await?,
+                ))
+            }
             _ => None,
         };
         Ok(Counted { terms, frequencies })
@@ -251,9 +260,6 @@ pub async fn search_counted(
     // With one term both passes are the same.
     let both = terms.len() > 1;
     let backend = store.backend();
-    // SQLite's index takes writes in batches: what is queued goes in
-    // first, so the search finds every write committed before it.
-    store.index_queued_writes().await?;
     // On SQLite the statement runs on the calling thread, within a budget
     // (INLINE_BUDGET), like a point read; past it, on sqlx's threads.
     let inline = store.read_inline_within(INLINE_BUDGET, |c| {
