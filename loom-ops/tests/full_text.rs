@@ -278,21 +278,3 @@ async fn a_store_indexed_before_newest_first_is_rebuilt_and_answers_newest_first
     assert!(h.search_keys("number10").await.is_empty());
     integrity_check(&h).await;
 }
-
-/// PostgreSQL's full-text index moves the entries of new writes out of its
-/// pending list, which every search reads whole, once the list holds
-/// 256 kB (migration 0013), not at the server's 4 MB default.
-#[tokio::test]
-async fn postgres_full_text_index_keeps_a_small_pending_list() {
-    let Some(t) = loom_ops::store::testing::postgres().await else {
-        return;
-    };
-    let (options,): (String,) = sqlx::query_as(
-        "SELECT array_to_string(reloptions, ',') FROM pg_class \
-         WHERE oid = 'memories_fts'::regclass",
-    )
-    .fetch_one(t.store.reader())
-    .await
-    .unwrap();
-    assert_eq!(options, "gin_pending_list_limit=256");
-}
