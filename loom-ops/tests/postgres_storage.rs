@@ -1,6 +1,7 @@
-//! How the PostgreSQL schema stores memories: the settings the migrations
-//! give its tables and indexes (why each, in its migration). Run when
-//! `LOOM_TEST_DATABASE_URL` is set.
+//! How PostgreSQL stores memories: the settings the migrations give their
+//! table and full-text index (why each, in its migration), and the
+//! warning a server without autovacuum gets at start. The PostgreSQL tests
+//! run when `LOOM_TEST_DATABASE_URL` is set.
 
 use loom_ops::store::{Store, testing};
 
@@ -42,4 +43,26 @@ async fn memories_pages_keep_room_for_updates() {
         storage_parameters(&t.store, "memories").await,
         "fillfactor=70"
     );
+}
+
+/// A server whose autovacuum is off is named at start, and only then.
+#[tokio::test]
+async fn the_setup_warnings_name_a_server_without_autovacuum() {
+    let Some(t) = testing::postgres().await else {
+        return;
+    };
+    let (setting,): (String,) = sqlx::query_as("SELECT current_setting('autovacuum')")
+        .fetch_one(t.store.reader())
+        .await
+        .unwrap();
+    let warnings = t.store.setup_warnings().await;
+    let named = warnings.iter().any(|w| w.contains("autovacuum is off"));
+    assert_eq!(named, setting == "off", "{setting}: {warnings:?}");
+}
+
+/// SQLite has nothing to warn about.
+#[tokio::test]
+async fn a_sqlite_store_has_no_setup_warnings() {
+    let t = testing::sqlite().await;
+    assert!(t.store.setup_warnings().await.is_empty());
 }

@@ -247,6 +247,9 @@ async fn serve() -> Result<(), String> {
         app.config.mcp.profile.as_str()
     );
     println!("loom: store {}", app.store.backend().as_str());
+    for warning in app.store.setup_warnings().await {
+        tracing::warn!("{warning}");
+    }
     if !app.config.auth_required {
         println!(
             "loom: authentication is OFF (LOOM_AUTH_REQUIRED=false): every call acts as admin"

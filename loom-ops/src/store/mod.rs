@@ -20,6 +20,7 @@
 //! where the dialects differ, [`Backend`] picks the statement.
 
 mod access_cache;
+mod advice;
 mod batch;
 mod bind;
 mod checkpoint;
