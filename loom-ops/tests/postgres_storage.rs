@@ -3,19 +3,21 @@
 //! warning a server without autovacuum gets at start. The PostgreSQL tests
 //! run when `LOOM_TEST_DATABASE_URL` is set.
 
-use loom_ops::store::{Store, testing};
+use loom_ops::store::testing;
 
-/// `relation`'s storage parameters, comma-separated.
-async fn storage_parameters(store: &Store, relation: &str) -> String {
+/// `relation`'s storage parameters on a fresh PostgreSQL store,
+/// comma-separated; `None` without a server.
+async fn storage_parameters(relation: &str) -> Option<String> {
+    let t = testing::postgres().await?;
     let (options,): (String,) = sqlx::query_as(
         "SELECT COALESCE(array_to_string(reloptions, ','), '') FROM pg_class \
          WHERE oid = to_regclass($1)",
     )
     .bind(relation)
-    .fetch_one(store.reader())
+    .fetch_one(t.store.reader())
     .await
     .unwrap();
-    options
+    Some(options)
 }
 
 /// The full-text index moves the entries of new writes out of its pending
@@ -23,26 +25,18 @@ async fn storage_parameters(store: &Store, relation: &str) -> String {
 /// at the server's default of 4 MB.
 #[tokio::test]
 async fn the_full_text_index_keeps_a_small_pending_list() {
-    let Some(t) = testing::postgres().await else {
-        return;
-    };
-    assert_eq!(
-        storage_parameters(&t.store, "memories_fts").await,
-        "gin_pending_list_limit=256"
-    );
+    if let Some(options) = storage_parameters("memories_fts").await {
+        assert_eq!(options, "gin_pending_list_limit=256");
+    }
 }
 
 /// Pages of memories keep 30% free for the rows' next versions, so the
 /// recall counts every get raises are updated in place (migration 0014).
 #[tokio::test]
 async fn memories_pages_keep_room_for_updates() {
-    let Some(t) = testing::postgres().await else {
-        return;
-    };
-    assert_eq!(
-        storage_parameters(&t.store, "memories").await,
-        "fillfactor=70"
-    );
+    if let Some(options) = storage_parameters("memories").await {
+        assert_eq!(options, "fillfactor=70");
+    }
 }
 
 /// A server whose autovacuum is off is named at start, and only then.
