@@ -246,14 +246,9 @@ async fn a_store_indexed_before_newest_first_is_rebuilt_and_answers_newest_first
         .call("memory.search", json!({"query": "deploy", "limit": 50}))
         .await
         .unwrap();
-    let keys: Vec<&str> = page["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|hit| hit["memory_key"].as_str().unwrap())
-        .collect();
+    let keys = common::hit_keys(&page["hits"]);
     assert_eq!(keys.len(), 50);
-    assert_eq!((keys[0], keys[49]), ("k100", "k149"));
+    assert_eq!((keys[0].as_str(), keys[49].as_str()), ("k100", "k149"));
     let one = h
         .call("memory.search", json!({"query": "number7"}))
         .await

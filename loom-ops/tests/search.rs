@@ -2,17 +2,9 @@
 
 mod common;
 
-use common::code;
+use common::{code, hit_keys as keys};
 use loom_core::ErrorCode;
 use serde_json::{Value, json};
-
-fn keys(hits: &Value) -> Vec<String> {
-    hits.as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["memory_key"].as_str().unwrap().to_owned())
-        .collect()
-}
 
 #[tokio::test]
 async fn search_query_ranks_memories_and_returns_every_section() {

@@ -201,12 +201,7 @@ impl Harness {
             .call("memory.search", serde_json::json!({ "query": query }))
             .await
             .unwrap();
-        found["hits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|hit| hit["memory_key"].as_str().unwrap().to_owned())
-            .collect()
+        hit_keys(&found["hits"])
     }
 
     /// Rows in `table`.
@@ -224,6 +219,15 @@ impl Harness {
                 .unwrap();
         rows.into_iter().map(|(o,)| o).collect()
     }
+}
+
+/// The keys of a search's hits, in their order.
+pub fn hit_keys(hits: &Value) -> Vec<String> {
+    hits.as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["memory_key"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// The error code of a refusal.
