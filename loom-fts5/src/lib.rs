@@ -35,8 +35,9 @@
 //! process opens afterwards (an SQLite auto-extension), sqlx's and
 //! rusqlite's alike, as both link this one bundled SQLite.
 //!
-//! This is the one crate of the workspace that may use `unsafe`: the FTS5
-//! extension API exists only in C. Each block says why it is sound.
+//! This is one of the two crates of the workspace that may use `unsafe`
+//! (with `loom-wal-buffer`): the FTS5 extension API exists only in C.
+//! Each block says why it is sound.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
