@@ -12,7 +12,9 @@
 //! the thread runs every queued write in a savepoint of its own, then
 //! commits them all at once (`synchronous=FULL`: one fsync) and only then
 //! answers them: no call is answered before the commit that holds its
-//! write. Writes that arrive during a commit form the next group.
+//! write. Writes that arrive during a commit form the next group. Its
+//! connection writes the WAL through `loom_wal_buffer` ([`worker::open`]):
+//! a commit's frames in one write instead of two for each frame.
 //!
 //! A bookkeeping batch is thousands of rows of a few statements, which
 //! through sqlx were each bound into sqlx's own values on the runtime and
@@ -41,6 +43,7 @@ use tokio::sync::{Mutex, oneshot};
 
 use super::group::{BeforeCommit, OPEN_SAVEPOINT, RELEASE_SAVEPOINT, State, commit_open};
 use super::open::SQLITE_WRITER_SETTINGS;
+use super::telemetry;
 use super::worker::{self, Worker};
 
 /// Prepared statements the writer keeps: each one-step write is a few, and
@@ -234,6 +237,10 @@ fn before_commit(conn: &Connection, before: Option<&BeforeCommit>) -> rusqlite::
 /// Rolls the open transaction back and fails every answer.
 fn failed(conn: &Connection, answers: Vec<Answer>, e: &rusqlite::Error) -> Vec<Answer> {
     let _ = conn.execute_batch("ROLLBACK");
+    // What the group wrote to a WAL's buffer and did not commit.
+    for schema in [c"main", telemetry::SCHEMA_C] {
+        loom_wal_buffer::discard(conn, schema);
+    }
     tracing::error!(cause = %e, "a direct write group failed");
     answers
         .into_iter()
@@ -346,6 +353,36 @@ mod tests {
         direct.stop().await;
         assert!(!direct.running());
         assert!(direct.write(insert, row("d", 5)).await.is_err());
+    }
+
+    /// The writer's connection writes its WAL through loom-wal-buffer, and
+    /// a write that was answered left nothing in the buffer: its commit
+    /// wrote it out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_writer_writes_its_wal_through_the_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("direct.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (v BLOB)")
+            .unwrap();
+        let direct = Direct::start(&path, Arc::new(Mutex::new(State::default()))).unwrap();
+        let insert = statements(&["INSERT INTO t (v) VALUES (zeroblob($1))"]);
+        direct
+            .write(insert, vec![Value::Integer(50_000)])
+            .await
+            .unwrap();
+        let held = direct
+            .run(|conn| Ok(loom_wal_buffer::buffered(conn, c"main").unwrap_or(usize::MAX)))
+            .await
+            .unwrap();
+        assert_eq!(held, 0, "usize::MAX: the WAL is not the buffer's");
+        let size: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT length(v) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(size, 50_000);
+        direct.stop().await;
     }
 
     /// What a commit runs first runs only once a batch of it is due: not

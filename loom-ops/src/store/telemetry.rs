@@ -38,6 +38,8 @@ const TABLES: [&str; 3] = ["agent_events", "memory_exposures", "memory_exposure_
 
 /// The schema name the file is attached under.
 const SCHEMA: &str = "telemetry";
+/// [`SCHEMA`], for SQLite's C interface.
+pub(super) const SCHEMA_C: &std::ffi::CStr = c"telemetry";
 
 /// The telemetry file of the database file at `main`: its name with
 /// `-telemetry` appended, as SQLite names its `-wal` and `-shm` files, so

@@ -58,16 +58,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A read-write connection to the file at `path` with its telemetry file
 /// attached, set as every connection of the store is ([`SQLITE_SETTINGS`],
-/// [`telemetry::statements`], with a writer's cache when `writer`).
+/// [`telemetry::statements`]). A `writer` has a writer's cache and writes
+/// its WAL frames through [`loom_wal_buffer`]: a commit's in one write.
 pub(super) fn open(path: &Path, writer: bool) -> rusqlite::Result<Connection> {
     // CREATE for the telemetry file, which ATTACH opens with the flags the
     // connection was opened with; the store's file exists by now.
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = if writer {
+        let vfs = loom_wal_buffer::register().map_err(|e| {
+            rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+                Some(e),
+            )
+        })?;
+        Connection::open_with_flags_and_vfs(path, flags, vfs)?
+    } else {
+        Connection::open_with_flags(path, flags)?
+    };
     conn.execute_batch(SQLITE_SETTINGS)?;
     conn.execute_batch(&telemetry::statements(path, writer))?;
     Ok(conn)
