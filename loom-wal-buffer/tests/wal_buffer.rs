@@ -2,9 +2,11 @@
 //! plain ones reading and writing the same file, as Loom's direct writer
 //! shares its store with sqlx's connections.
 
+use std::path::{Path, PathBuf};
+
 use rusqlite::{Connection, OpenFlags, params};
 
-fn writer(path: &std::path::Path, synchronous: &str) -> Connection {
+fn writer(path: &Path, synchronous: &str) -> Connection {
     let vfs = loom_wal_buffer::register().unwrap();
     let conn = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs).unwrap();
     conn.execute_batch(&format!(
@@ -15,7 +17,16 @@ fn writer(path: &std::path::Path, synchronous: &str) -> Connection {
     conn
 }
 
-fn plain(path: &std::path::Path) -> Connection {
+/// A new database in a folder of its own (kept while the `TempDir`
+/// lives), and a connection writing it through the VFS at `synchronous`.
+fn fresh(synchronous: &str) -> (tempfile::TempDir, PathBuf, Connection) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let conn = writer(&path, synchronous);
+    (dir, path, conn)
+}
+
+fn plain(path: &Path) -> Connection {
     let conn = Connection::open(path).unwrap();
     conn.execute_batch("PRAGMA busy_timeout = 5000").unwrap();
     conn
@@ -51,9 +62,7 @@ fn registering_twice_gives_the_same_vfs() {
 #[test]
 fn every_commit_is_in_the_file_when_it_returns() {
     for synchronous in ["FULL", "NORMAL"] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let w = writer(&path, synchronous);
+        let (_dir, path, w) = fresh(synchronous);
         let r = plain(&path);
         for n in 1..=40 {
             w.execute_batch("BEGIN").unwrap();
@@ -74,9 +83,7 @@ fn every_commit_is_in_the_file_when_it_returns() {
 /// writes in one call, with its cache spilling into the WAL on the way.
 #[test]
 fn a_large_transaction_is_written_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.db");
-    let w = writer(&path, "FULL");
+    let (_dir, path, w) = fresh("FULL");
     w.execute_batch("PRAGMA cache_size = 64; BEGIN").unwrap();
     insert(&w, 6_000, 2_000);
     w.execute_batch("UPDATE t SET body = zeroblob(1500) WHERE id % 7 = 0; COMMIT")
@@ -101,9 +108,7 @@ fn a_large_transaction_is_written_whole() {
 /// the write lock) and [`loom_wal_buffer::discard`] leave nothing behind.
 #[test]
 fn a_rollback_leaves_nothing_to_write_over_another_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.db");
-    let w = writer(&path, "FULL");
+    let (_dir, path, w) = fresh("FULL");
     insert(&w, 10, 100);
     w.execute_batch("PRAGMA cache_size = 16; BEGIN").unwrap();
     insert(&w, 400, 1_000);
@@ -129,9 +134,7 @@ fn a_rollback_leaves_nothing_to_write_over_another_commit() {
 /// none.
 #[test]
 fn attached_databases_have_buffers_of_their_own() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.db");
-    let w = writer(&path, "FULL");
+    let (dir, path, w) = fresh("FULL");
     let other = dir.path().join("other.db");
     w.execute_batch(&format!(
         "ATTACH DATABASE '{}' AS other; PRAGMA other.journal_mode = WAL; \

@@ -313,16 +313,21 @@ mod tests {
         Box::leak(sql.iter().map(|s| (*s).to_owned()).collect())
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn writes_commit_fail_alone_and_stop_with_the_thread() {
+    /// A new WAL database holding `schema`, in a folder of its own (kept
+    /// while the `TempDir` lives).
+    fn database(schema: &str) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("direct.db");
         Connection::open(&path)
             .unwrap()
-            .execute_batch(
-                "PRAGMA journal_mode = WAL; CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)",
-            )
+            .execute_batch(&format!("PRAGMA journal_mode = WAL; {schema}"))
             .unwrap();
+        (dir, path)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_commit_fail_alone_and_stop_with_the_thread() {
+        let (_dir, path) = database("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)");
         let direct = Direct::start(&path, Arc::new(Mutex::new(State::default()))).unwrap();
         assert!(direct.running());
 
@@ -360,12 +365,7 @@ mod tests {
     /// wrote it out.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_writer_writes_its_wal_through_the_buffer() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("direct.db");
-        Connection::open(&path)
-            .unwrap()
-            .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (v BLOB)")
-            .unwrap();
+        let (_dir, path) = database("CREATE TABLE t (v BLOB)");
         let direct = Direct::start(&path, Arc::new(Mutex::new(State::default()))).unwrap();
         let insert = statements(&["INSERT INTO t (v) VALUES (zeroblob($1))"]);
         direct
@@ -398,15 +398,10 @@ mod tests {
                 "DELETE FROM queue",
             ],
         };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("direct.db");
-        Connection::open(&path)
-            .unwrap()
-            .execute_batch(
-                "PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER); \
-                 CREATE TABLE queue (v INTEGER); CREATE TABLE drains (n INTEGER)",
-            )
-            .unwrap();
+        let (_dir, path) = database(
+            "CREATE TABLE t (v INTEGER); CREATE TABLE queue (v INTEGER); \
+             CREATE TABLE drains (n INTEGER)",
+        );
         let mut state = State::default();
         state.before_commit = Some(&DRAIN);
         let direct = Direct::start(&path, Arc::new(Mutex::new(state))).unwrap();
