@@ -36,10 +36,13 @@ use super::{Backend, Store};
 /// The tables the telemetry file holds.
 const TABLES: [&str; 3] = ["agent_events", "memory_exposures", "memory_exposure_counts"];
 
-/// The schema name the file is attached under.
-const SCHEMA: &str = "telemetry";
-/// [`SCHEMA`], for SQLite's C interface.
+/// The schema name the file is attached under, for SQLite's C interface.
 pub(super) const SCHEMA_C: &std::ffi::CStr = c"telemetry";
+/// [`SCHEMA_C`], for SQL.
+const SCHEMA: &str = match SCHEMA_C.to_str() {
+    Ok(name) => name,
+    Err(_) => panic!("the schema name is UTF-8"),
+};
 
 /// The telemetry file of the database file at `main`: its name with
 /// `-telemetry` appended, as SQLite names its `-wal` and `-shm` files, so
