@@ -135,7 +135,7 @@ macro_rules! real {
         unsafe { ((*(*real).pMethods).$m.expect(stringify!($m)))(real, $($arg),*) }
     }};
 }
-use real;
+pub(crate) use real;
 
 /// Our file, from SQLite's pointer to it.
 ///

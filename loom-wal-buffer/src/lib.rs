@@ -1,5 +1,14 @@
-//! A SQLite VFS that hands each commit's WAL frames to the kernel in one
-//! write instead of two for every frame.
+//! Loom's SQLite VFS: the default VFS (`unix`) with two changes, each for
+//! one kind of file; every other file is the default VFS's own.
+//!
+//! - WAL files: a commit's frames reach the kernel in one write instead
+//!   of two for every frame (below).
+//! - Main database files: a connection's memory map of the file is kept
+//!   across other connections' commits instead of dropped at its next read
+//!   (the `map` module says when it is still dropped, and why that is
+//!   safe).
+//!
+//! # The WAL's writes
 //!
 //! Why: SQLite writes a WAL frame as two `pwrite`s, its 24-byte header and
 //! its page. Under Loom's `memory.set` benchmark a commit of ~15 sets wrote
@@ -9,10 +18,8 @@
 //! this VFS the writer made a tenth of the `pwrite`s and spent 5-7 µs less
 //! a set (bench/RESULTS.md).
 //!
-//! What it does: it is the default VFS (`unix`) with one change, for WAL
-//! files only (every other file is the default VFS's own, untouched):
-//! writes that continue where the last one ended gather in a buffer, and
-//! the buffer goes to the file
+//! What it does: writes to a WAL that continue where the last one ended
+//! gather in a buffer, and the buffer goes to the file
 //!
 //! - after the page of a commit frame (a frame header whose commit field,
 //!   the database's size, is not zero): a commit's frames are in the file
@@ -43,6 +50,7 @@
 //! ```
 
 mod file;
+mod map;
 mod vfs;
 
 use std::ffi::CStr;

@@ -1,5 +1,5 @@
 //! The VFS itself: the default VFS's methods, with WAL files opened as
-//! [`WalFile`]s.
+//! [`WalFile`]s and main database files as [`DbFile`]s.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
@@ -9,6 +9,7 @@ use rusqlite::ffi;
 
 use crate::NAME;
 use crate::file::{REAL_AT, WalFile};
+use crate::map::DbFile;
 
 const NAME_C: &CStr = c"loom-wal-buffer";
 
@@ -94,8 +95,9 @@ unsafe extern "C" fn open(
     flags: c_int,
     out_flags: *mut c_int,
 ) -> c_int {
-    if flags & ffi::SQLITE_OPEN_WAL == 0 {
-        // Not a WAL: the default VFS's own file, at the start of the space.
+    let main_db = flags & ffi::SQLITE_OPEN_MAIN_DB != 0;
+    if !main_db && flags & ffi::SQLITE_OPEN_WAL == 0 {
+        // Neither: the default VFS's own file, at the start of the space.
         return real!(xOpen(name, file, flags, out_flags));
     }
     // SAFETY: SQLite gives `szOsFile` bytes at `file`, aligned for any
@@ -109,7 +111,13 @@ unsafe extern "C" fn open(
         return rc;
     }
     // SAFETY: as above; `inner` is open.
-    unsafe { WalFile::init(file, inner) };
+    unsafe {
+        if main_db {
+            DbFile::init(file, inner);
+        } else {
+            WalFile::init(file, inner);
+        }
+    }
     ffi::SQLITE_OK
 }
 

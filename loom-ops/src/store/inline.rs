@@ -56,7 +56,7 @@ use std::time::{Duration, Instant};
 use loom_core::{LoomError, OpResult};
 use rusqlite::{Connection, OpenFlags, Statement, ToSql};
 
-use super::Store;
+use super::{Store, worker};
 
 /// Prepared statements each connection keeps (rusqlite's statement cache).
 const CACHED_STATEMENTS: usize = 32;
@@ -141,10 +141,14 @@ impl Inline {
         &self.path
     }
 
+    /// A reader through the store's VFS, which keeps its memory map across
+    /// commits (`loom_wal_buffer`: SQLite would map the file again at the
+    /// first read after each).
     fn open(&self) -> rusqlite::Result<Connection> {
-        let conn = Connection::open_with_flags(
+        let conn = Connection::open_with_flags_and_vfs(
             &self.path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            worker::vfs()?,
         )?;
         // busy_timeout 0: never wait on the runtime's thread (module doc).
         // mmap_size as on sqlx's connections (`open`).

@@ -67,17 +67,23 @@ pub(super) fn open(path: &Path, writer: bool) -> rusqlite::Result<Connection> {
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = if writer {
-        let vfs = loom_wal_buffer::register().map_err(|e| {
-            rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
-                Some(e),
-            )
-        })?;
-        Connection::open_with_flags_and_vfs(path, flags, vfs)?
+        Connection::open_with_flags_and_vfs(path, flags, vfs()?)?
     } else {
         Connection::open_with_flags(path, flags)?
     };
     conn.execute_batch(SQLITE_SETTINGS)?;
     conn.execute_batch(&telemetry::statements(path, writer))?;
     Ok(conn)
+}
+
+/// The store's VFS ([`loom_wal_buffer`]), registered on first use: the
+/// direct writer's WAL writes a commit in one write, and the inline
+/// readers keep their memory map across commits.
+pub(super) fn vfs() -> rusqlite::Result<&'static str> {
+    loom_wal_buffer::register().map_err(|e| {
+        rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            Some(e),
+        )
+    })
 }
