@@ -167,6 +167,18 @@ macro_rules! passed {
     }};
 }
 
+/// Defines file methods that call the default file's method of the same
+/// role through `$via` (`flushed` or `passed`, each module's own), one
+/// `fn name(args) -> ret = xMethod;` each.
+macro_rules! forwarded {
+    ($via:ident: $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty = $m:ident;)*) => {$(
+        unsafe extern "C" fn $name(file: *mut ffi::sqlite3_file, $($arg: $ty),*) -> $ret {
+            $via!(file, $m($($arg),*))
+        }
+    )*};
+}
+pub(crate) use forwarded;
+
 /// A WAL file's methods: writes into the buffer, and everything else the
 /// default file's, once the buffer is out. No shared-memory methods:
 /// SQLite calls those on the database file, never on its WAL.
@@ -203,15 +215,6 @@ unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     rc
 }
 
-unsafe extern "C" fn read(
-    file: *mut ffi::sqlite3_file,
-    out: *mut c_void,
-    amount: c_int,
-    offset: i64,
-) -> c_int {
-    flushed!(file, xRead(out, amount, offset))
-}
-
 unsafe extern "C" fn write(
     file: *mut ffi::sqlite3_file,
     data: *const c_void,
@@ -229,59 +232,22 @@ unsafe extern "C" fn write(
     wal.write(bytes, offset)
 }
 
-unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    flushed!(file, xTruncate(size))
+forwarded! {
+    flushed:
+    fn read(out: *mut c_void, amount: c_int, offset: i64) -> c_int = xRead;
+    fn truncate(size: i64) -> c_int = xTruncate;
+    fn sync(flags: c_int) -> c_int = xSync;
+    fn file_size(size: *mut i64) -> c_int = xFileSize;
+    fn lock(level: c_int) -> c_int = xLock;
+    fn unlock(level: c_int) -> c_int = xUnlock;
+    fn check_reserved_lock(out: *mut c_int) -> c_int = xCheckReservedLock;
+    fn file_control(op: c_int, arg: *mut c_void) -> c_int = xFileControl;
+    fn fetch(offset: i64, amount: c_int, out: *mut *mut c_void) -> c_int = xFetch;
 }
 
-unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    flushed!(file, xSync(flags))
-}
-
-unsafe extern "C" fn file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    flushed!(file, xFileSize(size))
-}
-
-unsafe extern "C" fn lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    flushed!(file, xLock(level))
-}
-
-unsafe extern "C" fn unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    flushed!(file, xUnlock(level))
-}
-
-unsafe extern "C" fn check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    flushed!(file, xCheckReservedLock(out))
-}
-
-unsafe extern "C" fn file_control(
-    file: *mut ffi::sqlite3_file,
-    op: c_int,
-    arg: *mut c_void,
-) -> c_int {
-    flushed!(file, xFileControl(op, arg))
-}
-
-unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
-    passed!(file, xSectorSize())
-}
-
-unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
-    passed!(file, xDeviceCharacteristics())
-}
-
-unsafe extern "C" fn fetch(
-    file: *mut ffi::sqlite3_file,
-    offset: i64,
-    amount: c_int,
-    out: *mut *mut c_void,
-) -> c_int {
-    flushed!(file, xFetch(offset, amount, out))
-}
-
-unsafe extern "C" fn unfetch(
-    file: *mut ffi::sqlite3_file,
-    offset: i64,
-    page: *mut c_void,
-) -> c_int {
-    passed!(file, xUnfetch(offset, page))
+forwarded! {
+    passed:
+    fn sector_size() -> c_int = xSectorSize;
+    fn device_characteristics() -> c_int = xDeviceCharacteristics;
+    fn unfetch(offset: i64, page: *mut c_void) -> c_int = xUnfetch;
 }

@@ -71,7 +71,7 @@ impl DbFile {
     }
 }
 
-use crate::file::real;
+use crate::file::{forwarded, real};
 
 /// Our file, from SQLite's pointer to it.
 ///
@@ -127,100 +127,23 @@ unsafe extern "C" fn unfetch(
     real!(db.real, xUnfetch(offset, page))
 }
 
-unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
-    passed!(file, xClose())
-}
-
-unsafe extern "C" fn read(
-    file: *mut ffi::sqlite3_file,
-    out: *mut c_void,
-    amount: c_int,
-    offset: i64,
-) -> c_int {
-    passed!(file, xRead(out, amount, offset))
-}
-
-unsafe extern "C" fn write(
-    file: *mut ffi::sqlite3_file,
-    data: *const c_void,
-    amount: c_int,
-    offset: i64,
-) -> c_int {
-    passed!(file, xWrite(data, amount, offset))
-}
-
-unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    passed!(file, xTruncate(size))
-}
-
-unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    passed!(file, xSync(flags))
-}
-
-unsafe extern "C" fn file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    passed!(file, xFileSize(size))
-}
-
-unsafe extern "C" fn lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    passed!(file, xLock(level))
-}
-
-unsafe extern "C" fn unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    passed!(file, xUnlock(level))
-}
-
-unsafe extern "C" fn check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    passed!(file, xCheckReservedLock(out))
-}
-
-unsafe extern "C" fn file_control(
-    file: *mut ffi::sqlite3_file,
-    op: c_int,
-    arg: *mut c_void,
-) -> c_int {
-    passed!(file, xFileControl(op, arg))
-}
-
-unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
-    passed!(file, xSectorSize())
-}
-
-unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
-    passed!(file, xDeviceCharacteristics())
-}
-
-unsafe extern "C" fn shm_map(
-    file: *mut ffi::sqlite3_file,
-    region: c_int,
-    size: c_int,
-    extend: c_int,
-    out: *mut *mut c_void,
-) -> c_int {
-    passed!(file, xShmMap(region, size, extend, out))
-}
-
-unsafe extern "C" fn shm_lock(
-    file: *mut ffi::sqlite3_file,
-    offset: c_int,
-    n: c_int,
-    flags: c_int,
-) -> c_int {
-    passed!(file, xShmLock(offset, n, flags))
-}
-
-unsafe extern "C" fn shm_barrier(file: *mut ffi::sqlite3_file) {
-    passed!(file, xShmBarrier())
-}
-
-unsafe extern "C" fn shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
-    passed!(file, xShmUnmap(delete))
-}
-
-unsafe extern "C" fn fetch(
-    file: *mut ffi::sqlite3_file,
-    offset: i64,
-    amount: c_int,
-    out: *mut *mut c_void,
-) -> c_int {
-    passed!(file, xFetch(offset, amount, out))
+forwarded! {
+    passed:
+    fn close() -> c_int = xClose;
+    fn read(out: *mut c_void, amount: c_int, offset: i64) -> c_int = xRead;
+    fn write(data: *const c_void, amount: c_int, offset: i64) -> c_int = xWrite;
+    fn truncate(size: i64) -> c_int = xTruncate;
+    fn sync(flags: c_int) -> c_int = xSync;
+    fn file_size(size: *mut i64) -> c_int = xFileSize;
+    fn lock(level: c_int) -> c_int = xLock;
+    fn unlock(level: c_int) -> c_int = xUnlock;
+    fn check_reserved_lock(out: *mut c_int) -> c_int = xCheckReservedLock;
+    fn file_control(op: c_int, arg: *mut c_void) -> c_int = xFileControl;
+    fn sector_size() -> c_int = xSectorSize;
+    fn device_characteristics() -> c_int = xDeviceCharacteristics;
+    fn shm_map(region: c_int, size: c_int, extend: c_int, out: *mut *mut c_void) -> c_int = xShmMap;
+    fn shm_lock(offset: c_int, n: c_int, flags: c_int) -> c_int = xShmLock;
+    fn shm_barrier() -> () = xShmBarrier;
+    fn shm_unmap(delete: c_int) -> c_int = xShmUnmap;
+    fn fetch(offset: i64, amount: c_int, out: *mut *mut c_void) -> c_int = xFetch;
 }
