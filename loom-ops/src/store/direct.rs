@@ -33,13 +33,14 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 use loom_core::{LoomError, OpResult};
 use rusqlite::Connection;
 use rusqlite::types::Value;
 use tokio::runtime::Handle;
-use tokio::sync::{Mutex, oneshot};
+use tokio::sync::{Mutex, OwnedMutexGuard, oneshot};
 
 use super::group::{BeforeCommit, OPEN_SAVEPOINT, RELEASE_SAVEPOINT, State, commit_open};
 use super::open::SQLITE_WRITER_SETTINGS;
@@ -52,6 +53,11 @@ const CACHED_STATEMENTS: usize = 64;
 /// The most calls one group commits: bounds a commit's size and the wait
 /// of the first call in it.
 const MAX_GROUP: usize = 512;
+
+/// How long the writer waits for a write after a group before it does
+/// what the group's commit left for later ([`when_idle`]). Under load the
+/// next write comes within a commit's time; 20 ms is a few commits.
+const IDLE: Duration = Duration::from_millis(20);
 
 /// Undoes a call's savepoint (then released as one that succeeded).
 const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT loom_call";
@@ -156,28 +162,91 @@ fn open(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// The writer's loop: a group per wake-up, until every sender is gone.
+/// The writer's loop: a group per wake-up, until every sender is gone;
+/// when no write comes for [`IDLE`] after a group, what its commits left
+/// for later ([`BeforeCommit`]) is done then ([`when_idle`]).
 fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>, rt: &Handle) {
-    while let Ok(first) = jobs.recv() {
-        // The group's lock, with sqlx's open group committed.
-        let guard = rt.block_on(async {
-            let mut guard = state.clone().lock_owned().await;
-            if guard.closed {
-                return None;
+    let mut left = false;
+    loop {
+        let next = if left {
+            jobs.recv_timeout(IDLE)
+        } else {
+            jobs.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        };
+        let first = match next {
+            Ok(first) => first,
+            Err(RecvTimeoutError::Timeout) => {
+                left = false;
+                if let Some(guard) = lock(state, rt) {
+                    when_idle(conn, &guard);
+                }
+                continue;
             }
-            commit_open(&mut guard).await;
-            Some(guard)
-        });
-        let Some(guard) = guard else {
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let Some(guard) = lock(state, rt) else {
             let _ = first
                 .reply
                 .send(Err(LoomError::internal("the store is closed")));
             continue;
         };
         let answers = group(conn, first, jobs, &guard);
+        left = guard.before_commit.is_some();
         drop(guard);
         for (reply, answer) in answers {
             let _ = reply.send(answer);
+        }
+    }
+}
+
+/// The group's lock, with sqlx's open group committed; `None` once the
+/// store is closing.
+fn lock(state: &Arc<Mutex<State>>, rt: &Handle) -> Option<OwnedMutexGuard<State>> {
+    rt.block_on(async {
+        let mut guard = state.clone().lock_owned().await;
+        if guard.closed {
+            return None;
+        }
+        commit_open(&mut guard).await;
+        Some(guard)
+    })
+}
+
+/// What the writer's commits left for later, done in a transaction of its
+/// own once no write has come for [`IDLE`]: whatever the state's
+/// [`BeforeCommit`] finds due, however short of its batch.
+///
+/// Why: a commit hands FTS5 the full-text queue only once it holds a
+/// batch (`full_text_queue`), and a search first hands it whatever is
+/// queued, so the first search after a burst of writes paid for up to a
+/// batch of them, and every search begun meanwhile waited for it: after
+/// the benchmark's sets, the searches of the first half second waited
+/// 100-150 ms on a slow host (bench/RESULTS.md). Under a steady stream of
+/// writes the writer is never idle this long, and the batches stay whole.
+fn when_idle(conn: &Connection, state: &State) {
+    let Some(before) = state.before_commit else {
+        return;
+    };
+    let done = due(conn, before).and_then(|due| {
+        if due == 0 {
+            return Ok(false);
+        }
+        execute(conn, "BEGIN IMMEDIATE")?;
+        let run = before
+            .statements
+            .iter()
+            .try_for_each(|statement| execute(conn, statement))
+            .and_then(|()| execute(conn, "COMMIT"));
+        if run.is_err() {
+            roll_back(conn);
+        }
+        run.map(|()| true)
+    });
+    match done {
+        Ok(true) => state.committed(),
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(cause = %e, "the idle writer's commit failed; the next commit does it")
         }
     }
 }
@@ -223,10 +292,7 @@ fn before_commit(conn: &Connection, before: Option<&BeforeCommit>) -> rusqlite::
     let Some(before) = before else {
         return Ok(());
     };
-    let due: i64 = conn
-        .prepare_cached(before.when)?
-        .query_row([], |row| row.get(0))?;
-    if due >= before.batch.max(1) {
+    if due(conn, before)? >= before.batch.max(1) {
         for statement in before.statements {
             execute(conn, statement)?;
         }
@@ -234,13 +300,15 @@ fn before_commit(conn: &Connection, before: Option<&BeforeCommit>) -> rusqlite::
     Ok(())
 }
 
+/// How much of `before`'s work is due (its `when`).
+fn due(conn: &Connection, before: &BeforeCommit) -> rusqlite::Result<i64> {
+    conn.prepare_cached(before.when)?
+        .query_row([], |row| row.get(0))
+}
+
 /// Rolls the open transaction back and fails every answer.
 fn failed(conn: &Connection, answers: Vec<Answer>, e: &rusqlite::Error) -> Vec<Answer> {
-    let _ = conn.execute_batch("ROLLBACK");
-    // What the group wrote to a WAL's buffer and did not commit.
-    for schema in [c"main", telemetry::SCHEMA_C] {
-        loom_wal_buffer::discard(conn, schema);
-    }
+    roll_back(conn);
     tracing::error!(cause = %e, "a direct write group failed");
     answers
         .into_iter()
@@ -249,6 +317,15 @@ fn failed(conn: &Connection, answers: Vec<Answer>, e: &rusqlite::Error) -> Vec<A
             (reply, Err(error))
         })
         .collect()
+}
+
+/// Rolls the open transaction back, and drops what it wrote to a WAL's
+/// buffer and did not commit.
+fn roll_back(conn: &Connection) {
+    let _ = conn.execute_batch("ROLLBACK");
+    for schema in [c"main", telemetry::SCHEMA_C] {
+        loom_wal_buffer::discard(conn, schema);
+    }
 }
 
 /// One call in its savepoint: `Ok` with its answer (a failed statement is
@@ -358,6 +435,48 @@ mod tests {
         direct.stop().await;
         assert!(!direct.running());
         assert!(direct.write(insert, row("d", 5)).await.is_err());
+    }
+
+    /// What a commit left short of its batch ([`BeforeCommit`]) is done
+    /// once the writer has had no write for [`IDLE`], with no other write
+    /// or read to prompt it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_writer_does_what_its_commits_left() {
+        static MOVE: BeforeCommit = BeforeCommit {
+            when: "SELECT count(*) FROM queued",
+            batch: 100,
+            statements: &[
+                "INSERT INTO moved SELECT v FROM queued",
+                "DELETE FROM queued",
+            ],
+        };
+        let (_dir, path) =
+            database("CREATE TABLE queued (v INTEGER); CREATE TABLE moved (v INTEGER)");
+        let mut state = State::default();
+        state.before_commit = Some(&MOVE);
+        let direct = Direct::start(&path, Arc::new(Mutex::new(state))).unwrap();
+        let insert = statements(&["INSERT INTO queued (v) VALUES ($1)"]);
+        for v in 0..3 {
+            direct.write(insert, vec![Value::Integer(v)]).await.unwrap();
+        }
+        let reader = Connection::open(&path).unwrap();
+        let counts = || -> (i64, i64) {
+            reader
+                .query_row(
+                    "SELECT (SELECT count(*) FROM queued), (SELECT count(*) FROM moved)",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap()
+        };
+        // The writer's idle turn comes on its own: polled, up to a bound
+        // far past IDLE.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while counts() != (0, 3) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(counts(), (0, 3));
+        direct.stop().await;
     }
 
     /// The writer's connection writes its WAL through loom-wal-buffer, and

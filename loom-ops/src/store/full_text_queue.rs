@@ -9,7 +9,10 @@
 //!   writes one segment for a few hundred writes instead of one for each
 //!   commit of a dozen or two, and the commits between do no full-text
 //!   work at all (under the `memory.set` benchmark FTS5's flush and merge
-//!   at each commit were a quarter of the writer thread's time);
+//!   at each commit were a quarter of the writer thread's time); and, in
+//!   a transaction of its own, whatever is queued once it has had no
+//!   write for a moment (`direct::IDLE`), so that the first search after a
+//!   burst of writes seldom finds their batch to hand over;
 //! - every other commit (sqlx's group, [`super::group`]: the multi-step
 //!   writes, the merge worker's steps) whenever it holds anything;
 //! - a search, before it reads the index ([`Store::index_queued_writes`]):
