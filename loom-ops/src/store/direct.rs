@@ -232,11 +232,7 @@ fn when_idle(conn: &Connection, state: &State) {
             return Ok(false);
         }
         execute(conn, "BEGIN IMMEDIATE")?;
-        let run = before
-            .statements
-            .iter()
-            .try_for_each(|statement| execute(conn, statement))
-            .and_then(|()| execute(conn, "COMMIT"));
+        let run = hand_over(conn, before).and_then(|()| execute(conn, "COMMIT"));
         if run.is_err() {
             roll_back(conn);
         }
@@ -293,9 +289,7 @@ fn before_commit(conn: &Connection, before: Option<&BeforeCommit>) -> rusqlite::
         return Ok(());
     };
     if due(conn, before)? >= before.batch.max(1) {
-        for statement in before.statements {
-            execute(conn, statement)?;
-        }
+        hand_over(conn, before)?;
     }
     Ok(())
 }
@@ -304,6 +298,14 @@ fn before_commit(conn: &Connection, before: Option<&BeforeCommit>) -> rusqlite::
 fn due(conn: &Connection, before: &BeforeCommit) -> rusqlite::Result<i64> {
     conn.prepare_cached(before.when)?
         .query_row([], |row| row.get(0))
+}
+
+/// Runs `before`'s statements, in the open transaction.
+fn hand_over(conn: &Connection, before: &BeforeCommit) -> rusqlite::Result<()> {
+    before
+        .statements
+        .iter()
+        .try_for_each(|statement| execute(conn, statement))
 }
 
 /// Rolls the open transaction back and fails every answer.
