@@ -8,6 +8,10 @@
 //!   (the `map` module says when it is still dropped, and why that is
 //!   safe).
 //!
+//! And, for every connection of the process, SQLite's own page cache
+//! behind a layer that skips truncations with nothing to drop
+//! ([`page_cache`] says why).
+//!
 //! # The WAL's writes
 //!
 //! Why: SQLite writes a WAL frame as two `pwrite`s, its 24-byte header and
@@ -51,6 +55,7 @@
 
 mod file;
 mod map;
+pub mod page_cache;
 mod vfs;
 
 use std::ffi::CStr;

@@ -192,6 +192,12 @@ impl Store {
         install_default_drivers();
         let backend = backend_of(&options.url)?;
         if backend == Backend::Sqlite {
+            // First, before anything initializes SQLite (registering the
+            // ranking function below does): SQLite takes a page cache only
+            // then. Without it SQLite's own cache works the same, slower.
+            if let Err(why) = loom_wal_buffer::page_cache::install() {
+                tracing::debug!(%why, "SQLite's page cache without Loom's layer");
+            }
             // Search ranks with loom_bm25; registered before the first
             // connection opens, it is on every one.
             loom_fts5::install()?;
