@@ -1,9 +1,9 @@
-//! A SQLite store puts `loom_wal_buffer`'s page-cache layer in place
-//! before anything in the process initializes SQLite (SQLite takes a page
-//! cache only then), and its writes go through it.
+//! A process that prepares SQLite first (`store::prepare_sqlite`, as the
+//! `loom` binary's `main` does) has `loom_wal_buffer`'s page-cache layer
+//! in place, and a store's writes go through it.
 //!
 //! One test in this file, so one process that has not touched SQLite
-//! before the store opens.
+//! before it prepares it.
 
 mod common;
 
@@ -11,10 +11,9 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_writes_through_the_page_cache_layer() {
+    loom_ops::store::prepare_sqlite();
+    assert_eq!(loom_wal_buffer::page_cache::installed(), Some(Ok(())));
     let h = common::sqlite().await;
-    // The store's open made the first call: a later one answers its outcome.
-    loom_wal_buffer::page_cache::install()
-        .expect("the store installed the layer before SQLite was first used");
     let before = loom_wal_buffer::page_cache::counts();
     for i in 0..20 {
         h.call(

@@ -11,6 +11,8 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // First, while the process has one thread and SQLite has not started.
+    loom_ops::store::prepare_sqlite();
     loom_ops::link();
     loom_server::cli::run(std::env::args_os())
 }

@@ -80,15 +80,24 @@ pub fn counts() -> Counts {
     }
 }
 
+/// [`install`]'s outcome, once it has run.
+static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+
 /// Puts the layer in front of SQLite's page cache for every connection the
 /// process opens. SQLite takes a page cache only before it is first used
-/// (`sqlite3_initialize`, which opening a connection or finding a VFS
-/// does), so this must run before that: afterwards it answers why not and
-/// SQLite keeps its own cache, which works the same, only slower. Calling
-/// it again answers the first call's outcome.
+/// (`sqlite3_initialize`, which opening a connection, finding a VFS or
+/// registering an extension does), and only while no other thread uses
+/// SQLite (`sqlite3_config` is not thread-safe): call it first in `main`.
+/// Called later, it answers why not and SQLite keeps its own cache, which
+/// works the same, only slower. Calling it again answers the first call's
+/// outcome.
 pub fn install() -> Result<(), String> {
-    static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
     INSTALLED.get_or_init(install_once).clone()
+}
+
+/// [`install`]'s outcome; `None` when nothing has called it.
+pub fn installed() -> Option<Result<(), String>> {
+    INSTALLED.get().cloned()
 }
 
 fn install_once() -> Result<(), String> {

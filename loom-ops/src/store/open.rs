@@ -39,6 +39,18 @@ pub(super) const SQLITE_SETTINGS: &str = "PRAGMA busy_timeout = 10000; \
 pub(super) const SQLITE_WRITER_SETTINGS: &str =
     "PRAGMA cache_size = -32768; PRAGMA wal_autocheckpoint = 10000;";
 
+/// What the process must do before any thread uses SQLite: a binary calls
+/// it first in `main`, while it has one thread. It puts
+/// [`loom_wal_buffer::page_cache`]'s layer in front of SQLite's page cache
+/// (SQLite takes a page cache only before it starts, and only from a
+/// process no other thread of which uses it). A store opened without it
+/// works the same, with SQLite's own cache.
+pub fn prepare_sqlite() {
+    // The outcome is the store's to report when it opens (its logging is
+    // not set up yet here).
+    let _ = loom_wal_buffer::page_cache::install();
+}
+
 /// The database Loom uses when `LOOM_DATABASE_URL` is unset: `loom.db` in
 /// the working folder, created if missing.
 pub fn default_database_url() -> String {
@@ -192,11 +204,12 @@ impl Store {
         install_default_drivers();
         let backend = backend_of(&options.url)?;
         if backend == Backend::Sqlite {
-            // First, before anything initializes SQLite (registering the
-            // ranking function below does): SQLite takes a page cache only
-            // then. Without it SQLite's own cache works the same, slower.
-            if let Err(why) = loom_wal_buffer::page_cache::install() {
-                tracing::debug!(%why, "SQLite's page cache without Loom's layer");
+            match loom_wal_buffer::page_cache::installed() {
+                Some(Ok(())) => {}
+                Some(Err(why)) => {
+                    tracing::warn!(%why, "SQLite's page cache without Loom's layer")
+                }
+                None => tracing::debug!("SQLite's page cache without Loom's layer: not installed"),
             }
             // Search ranks with loom_bm25; registered before the first
             // connection opens, it is on every one.
