@@ -42,9 +42,9 @@ pub(super) const SQLITE_WRITER_SETTINGS: &str =
 /// What the process must do before any thread uses SQLite: a binary calls
 /// it first in `main`, while it has one thread. It puts
 /// [`loom_wal_buffer::page_cache`]'s layer in front of SQLite's page cache
-/// (SQLite takes a page cache only before it starts, and only from a
-/// process no other thread of which uses it). A store opened without it
-/// works the same, with SQLite's own cache.
+/// (SQLite takes a page cache only before it starts, and only while no
+/// other thread uses it). A store opened without it works the same, with
+/// SQLite's own cache.
 pub fn prepare_sqlite() {
     // The outcome is the store's to report when it opens (its logging is
     // not set up yet here).
