@@ -172,10 +172,10 @@ struct Cache {
 impl Cache {
     /// SQLite handed the cache page number `key` (a new page, or one
     /// renumbered to it).
-    /// A load and a store, not a read-modify-write: SQLite calls a
-    /// cache's methods one at a time (from the connection that owns it),
-    /// and this runs at every page a statement touches.
     fn handed(&self, key: c_uint) {
+        // A load and a store, not a read-modify-write: SQLite calls a
+        // cache's methods one at a time (from the connection that owns
+        // it), and this runs at every page a statement touches.
         if key == self.temporary {
             self.at_temporary.store(true, Ordering::Relaxed);
         } else if key > self.largest.load(Ordering::Relaxed) {
