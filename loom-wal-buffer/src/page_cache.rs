@@ -33,25 +33,63 @@ use rusqlite::ffi;
 /// never holds data; `balance_nonroot` renumbers pages through it.
 const PENDING_BYTE: u32 = 0x4000_0000;
 
-/// SQLite's default page cache, which ours wraps: set once, by [`install`].
-static INNER: OnceLock<Methods> = OnceLock::new();
+type Pcache = ffi::sqlite3_pcache;
+type Page = ffi::sqlite3_pcache_page;
 
-/// The default cache's methods (their pointers are to SQLite's own static
-/// functions and data, live for the process).
-struct Methods(ffi::sqlite3_pcache_methods2);
+/// SQLite's default page cache, which ours wraps: set once, by [`install`],
+/// before SQLite can call a method of ours.
+static INNER: OnceLock<Inner> = OnceLock::new();
 
-// SAFETY: the struct holds function pointers and `pArg`, which `pcache1`
-// never writes through after its init; SQLite itself shares it between
-// threads in its global configuration.
-unsafe impl Send for Methods {}
+/// The default cache's argument and methods, every one of them present
+/// (SQLite calls them all; [`install`] refuses a cache that lacks one).
+/// They point to SQLite's own static functions and data, live for the
+/// process.
+struct Inner {
+    arg: *mut c_void,
+    init: unsafe extern "C" fn(*mut c_void) -> c_int,
+    shutdown: unsafe extern "C" fn(*mut c_void),
+    create: unsafe extern "C" fn(c_int, c_int, c_int) -> *mut Pcache,
+    cachesize: unsafe extern "C" fn(*mut Pcache, c_int),
+    pagecount: unsafe extern "C" fn(*mut Pcache) -> c_int,
+    fetch: unsafe extern "C" fn(*mut Pcache, c_uint, c_int) -> *mut Page,
+    unpin: unsafe extern "C" fn(*mut Pcache, *mut Page, c_int),
+    rekey: unsafe extern "C" fn(*mut Pcache, *mut Page, c_uint, c_uint),
+    truncate: unsafe extern "C" fn(*mut Pcache, c_uint),
+    destroy: unsafe extern "C" fn(*mut Pcache),
+    shrink: unsafe extern "C" fn(*mut Pcache),
+}
+
+// SAFETY: function pointers and `arg`, which `pcache1` never writes
+// through after its init; SQLite itself shares them between threads in
+// its global configuration.
+unsafe impl Send for Inner {}
 // SAFETY: as above: read only.
-unsafe impl Sync for Methods {}
+unsafe impl Sync for Inner {}
 
-fn inner() -> &'static ffi::sqlite3_pcache_methods2 {
-    &INNER
+impl Inner {
+    /// `default`'s methods, when it has every one.
+    fn of(default: &ffi::sqlite3_pcache_methods2) -> Option<Inner> {
+        Some(Inner {
+            arg: default.pArg,
+            init: default.xInit?,
+            shutdown: default.xShutdown?,
+            create: default.xCreate?,
+            cachesize: default.xCachesize?,
+            pagecount: default.xPagecount?,
+            fetch: default.xFetch?,
+            unpin: default.xUnpin?,
+            rekey: default.xRekey?,
+            truncate: default.xTruncate?,
+            destroy: default.xDestroy?,
+            shrink: default.xShrink?,
+        })
+    }
+}
+
+fn inner() -> &'static Inner {
+    INNER
         .get()
-        .expect("installed before SQLite creates a cache")
-        .0
+        .expect("set before SQLite can call a method of ours")
 }
 
 /// What the layer did, over every cache of the process: for tests and
@@ -124,16 +162,10 @@ fn install_once() -> Result<(), String> {
             "SQLite is already in use, its page cache stays (code {rc})"
         ));
     }
-    let complete = default.xCreate.is_some()
-        && default.xFetch.is_some()
-        && default.xRekey.is_some()
-        && default.xTruncate.is_some()
-        && default.xDestroy.is_some()
-        && default.xUnpin.is_some();
-    if !complete {
+    let Some(methods) = Inner::of(&default) else {
         return Err("SQLite's page cache lacks a method".to_owned());
-    }
-    let _ = INNER.set(Methods(default));
+    };
+    let _ = INNER.set(methods);
     let ours = ffi::sqlite3_pcache_methods2 {
         iVersion: 1,
         pArg: std::ptr::null_mut(),
@@ -159,7 +191,7 @@ fn install_once() -> Result<(), String> {
 
 /// One cache: `pcache1`'s, and what our truncations need to know of it.
 struct Cache {
-    inner: *mut ffi::sqlite3_pcache,
+    inner: *mut Pcache,
     /// The lock byte's page for this cache's page size.
     temporary: u32,
     /// At least the largest page number handed to the cache, other than
@@ -186,36 +218,26 @@ impl Cache {
 
 /// # Safety
 /// `p` is a cache [`create`] made and [`destroy`] has not freed.
-unsafe fn cache<'a>(p: *mut ffi::sqlite3_pcache) -> &'a Cache {
+unsafe fn cache<'a>(p: *mut Pcache) -> &'a Cache {
     // SAFETY: the caller's promise: `p` is a live `Cache` of ours.
     unsafe { &*p.cast::<Cache>() }
 }
 
 unsafe extern "C" fn init(_arg: *mut c_void) -> c_int {
     let m = inner();
-    match m.xInit {
-        // SAFETY: the default cache's own init, with its own argument.
-        Some(f) => unsafe { f(m.pArg) },
-        None => ffi::SQLITE_OK,
-    }
+    // SAFETY: the default cache's own init, with its own argument.
+    unsafe { (m.init)(m.arg) }
 }
 
 unsafe extern "C" fn shutdown(_arg: *mut c_void) {
     let m = inner();
-    if let Some(f) = m.xShutdown {
-        // SAFETY: the default cache's own shutdown, with its own argument.
-        unsafe { f(m.pArg) }
-    }
+    // SAFETY: the default cache's own shutdown, with its own argument.
+    unsafe { (m.shutdown)(m.arg) }
 }
 
-unsafe extern "C" fn create(
-    page: c_int,
-    extra: c_int,
-    purgeable: c_int,
-) -> *mut ffi::sqlite3_pcache {
-    let create = inner().xCreate.expect("checked at install");
+unsafe extern "C" fn create(page: c_int, extra: c_int, purgeable: c_int) -> *mut Pcache {
     // SAFETY: the default cache's create, with SQLite's arguments.
-    let made = unsafe { create(page, extra, purgeable) };
+    let made = unsafe { (inner().create)(page, extra, purgeable) };
     if made.is_null() {
         return made;
     }
@@ -229,75 +251,54 @@ unsafe extern "C" fn create(
     Box::into_raw(Box::new(cache)).cast()
 }
 
-unsafe extern "C" fn cachesize(p: *mut ffi::sqlite3_pcache, n: c_int) {
+unsafe extern "C" fn cachesize(p: *mut Pcache, n: c_int) {
     // SAFETY: SQLite passes a live cache of ours.
     let c = unsafe { cache(p) };
-    if let Some(f) = inner().xCachesize {
-        // SAFETY: the default method on the cache it made.
-        unsafe { f(c.inner, n) }
-    }
+    // SAFETY: the default method on the cache it made.
+    unsafe { (inner().cachesize)(c.inner, n) }
 }
 
-unsafe extern "C" fn pagecount(p: *mut ffi::sqlite3_pcache) -> c_int {
+unsafe extern "C" fn pagecount(p: *mut Pcache) -> c_int {
     // SAFETY: SQLite passes a live cache of ours.
     let c = unsafe { cache(p) };
-    match inner().xPagecount {
-        // SAFETY: the default method on the cache it made.
-        Some(f) => unsafe { f(c.inner) },
-        None => 0,
-    }
+    // SAFETY: the default method on the cache it made.
+    unsafe { (inner().pagecount)(c.inner) }
 }
 
-unsafe extern "C" fn fetch(
-    p: *mut ffi::sqlite3_pcache,
-    key: c_uint,
-    create: c_int,
-) -> *mut ffi::sqlite3_pcache_page {
+unsafe extern "C" fn fetch(p: *mut Pcache, key: c_uint, create: c_int) -> *mut Page {
     // SAFETY: SQLite passes a live cache of ours.
     let c = unsafe { cache(p) };
     if create != 0 {
         // Before the call: a page it makes is then already counted.
         c.handed(key);
     }
-    let fetch = inner().xFetch.expect("checked at install");
     // SAFETY: the default method on the cache it made.
-    unsafe { fetch(c.inner, key, create) }
+    unsafe { (inner().fetch)(c.inner, key, create) }
 }
 
-unsafe extern "C" fn unpin(
-    p: *mut ffi::sqlite3_pcache,
-    page: *mut ffi::sqlite3_pcache_page,
-    discard: c_int,
-) {
+unsafe extern "C" fn unpin(p: *mut Pcache, page: *mut Page, discard: c_int) {
     // SAFETY: SQLite passes a live cache of ours.
     let c = unsafe { cache(p) };
-    let unpin = inner().xUnpin.expect("checked at install");
     // SAFETY: the default method on the cache it made and its page.
-    unsafe { unpin(c.inner, page, discard) }
+    unsafe { (inner().unpin)(c.inner, page, discard) }
 }
 
-unsafe extern "C" fn rekey(
-    p: *mut ffi::sqlite3_pcache,
-    page: *mut ffi::sqlite3_pcache_page,
-    old: c_uint,
-    new: c_uint,
-) {
+unsafe extern "C" fn rekey(p: *mut Pcache, page: *mut Page, old: c_uint, new: c_uint) {
     // SAFETY: SQLite passes a live cache of ours.
     let c = unsafe { cache(p) };
     c.handed(new);
     if new == c.temporary {
         THROUGH_LOCK_PAGE.fetch_add(1, Ordering::Relaxed);
     }
-    let rekey = inner().xRekey.expect("checked at install");
     // SAFETY: the default method on the cache it made and its page.
-    unsafe { rekey(c.inner, page, old, new) }
+    unsafe { (inner().rekey)(c.inner, page, old, new) }
     if old == c.temporary {
         // Page numbers are unique in a cache: the one page there left.
         c.at_temporary.store(false, Ordering::Relaxed);
     }
 }
 
-unsafe extern "C" fn truncate(p: *mut ffi::sqlite3_pcache, limit: c_uint) {
+unsafe extern "C" fn truncate(p: *mut Pcache, limit: c_uint) {
     // SAFETY: SQLite passes a live cache of ours.
     let c = unsafe { cache(p) };
     let temporary = c.at_temporary.load(Ordering::Relaxed);
@@ -307,9 +308,8 @@ unsafe extern "C" fn truncate(p: *mut ffi::sqlite3_pcache, limit: c_uint) {
         return;
     }
     HANDED_ON.fetch_add(1, Ordering::Relaxed);
-    let truncate = inner().xTruncate.expect("checked at install");
     // SAFETY: the default method on the cache it made.
-    unsafe { truncate(c.inner, limit) }
+    unsafe { (inner().truncate)(c.inner, limit) }
     // Every page at `limit` or above is gone.
     if c.largest.load(Ordering::Relaxed) >= limit {
         c.largest.store(limit.saturating_sub(1), Ordering::Relaxed);
@@ -319,20 +319,17 @@ unsafe extern "C" fn truncate(p: *mut ffi::sqlite3_pcache, limit: c_uint) {
     }
 }
 
-unsafe extern "C" fn destroy(p: *mut ffi::sqlite3_pcache) {
+unsafe extern "C" fn destroy(p: *mut Pcache) {
     // SAFETY: SQLite passes a cache of ours, for the last time: the box
     // `create` leaked is taken back and freed here.
     let c = unsafe { Box::from_raw(p.cast::<Cache>()) };
-    let destroy = inner().xDestroy.expect("checked at install");
     // SAFETY: the default method on the cache it made, once.
-    unsafe { destroy(c.inner) }
+    unsafe { (inner().destroy)(c.inner) }
 }
 
-unsafe extern "C" fn shrink(p: *mut ffi::sqlite3_pcache) {
+unsafe extern "C" fn shrink(p: *mut Pcache) {
     // SAFETY: SQLite passes a live cache of ours.
     let c = unsafe { cache(p) };
-    if let Some(f) = inner().xShrink {
-        // SAFETY: the default method on the cache it made.
-        unsafe { f(c.inner) }
-    }
+    // SAFETY: the default method on the cache it made.
+    unsafe { (inner().shrink)(c.inner) }
 }
