@@ -9,12 +9,13 @@
 //! on a busy machine. Under 32 writing connections the writer connection sat
 //! idle between calls for most of each call's time (the machine ~35% idle,
 //! groups of ~12 calls per fsync). Here a call queues its write and waits;
-//! the thread runs every queued write in a savepoint of its own, then
-//! commits them all at once (`synchronous=FULL`: one fsync) and only then
-//! answers them: no call is answered before the commit that holds its
-//! write. Writes that arrive during a commit form the next group. Its
-//! connection writes the WAL through `loom_wal_buffer` ([`worker::open`]):
-//! a commit's frames in one write instead of two for each frame.
+//! the thread runs every queued write, then commits them all at once
+//! (`synchronous=FULL`: one fsync) and only then answers them: no call is
+//! answered before the commit that holds its write. A failed write is
+//! undone alone ([`group`]). Writes that arrive during a commit form the
+//! next group. Its connection writes the WAL through `loom_wal_buffer`
+//! ([`worker::open`]): a commit's frames in one write instead of two for
+//! each frame.
 //!
 //! A bookkeeping batch is thousands of rows of a few statements, which
 //! through sqlx were each bound into sqlx's own values on the runtime and
@@ -62,9 +63,10 @@ const IDLE: Duration = Duration::from_millis(20);
 /// Undoes a call's savepoint (then released as one that succeeded).
 const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT loom_call";
 
-/// One call's write, run on the writer's connection inside the call's
-/// savepoint; it answers a count of rows (what it means is the caller's).
-type Work = Box<dyn FnOnce(&Connection) -> rusqlite::Result<usize> + Send>;
+/// One call's write, run on the writer's connection; it answers a count
+/// of rows (what it means is the caller's). `Fn`: a group that must be
+/// run again in savepoints ([`group`]) runs its calls' writes again.
+type Work = Box<dyn Fn(&Connection) -> rusqlite::Result<usize> + Send>;
 
 /// One call's write and where its answer goes once committed.
 struct Job {
@@ -116,7 +118,7 @@ impl Direct {
     /// Runs `statements` with `values` (`$n` is `values[n - 1]` in every
     /// statement) as one call's write and waits for its group's commit;
     /// answers how many rows the statements returned. If a statement fails,
-    /// the call's savepoint is rolled back whole and its group goes on.
+    /// the call's write is undone whole and its group goes on.
     pub(super) async fn write(
         &self,
         statements: &'static [String],
@@ -126,25 +128,31 @@ impl Direct {
             .await
     }
 
-    /// Runs `work` as one call's write, as [`Direct::write`] does a
-    /// statement list: in a savepoint of its own, answered after its
-    /// group's commit, undone alone when it fails.
-    pub(super) async fn run(
-        &self,
-        work: impl FnOnce(&Connection) -> rusqlite::Result<usize> + Send + 'static,
-    ) -> OpResult<usize> {
+    /// Queues `work` as one call's write, as [`Direct::write`] does a
+    /// statement list, and answers a future of its outcome: answered after
+    /// its group's commit, undone alone when it fails. The write is queued
+    /// when this is called, not when the future is first polled. `work` may
+    /// run twice (the first run undone): it must act only on the
+    /// connection.
+    pub(super) fn run<W>(&self, work: W) -> impl Future<Output = OpResult<usize>> + use<W>
+    where
+        W: Fn(&Connection) -> rusqlite::Result<usize> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         let job = Job {
             work: Box::new(work),
             reply,
         };
         let sent = self.worker.sender().as_ref().map(|jobs| jobs.send(job));
-        if !matches!(sent, Some(Ok(()))) {
-            return Err(LoomError::internal("the store is closed"));
+        let queued = matches!(sent, Some(Ok(())));
+        async move {
+            if !queued {
+                return Err(LoomError::internal("the store is closed"));
+            }
+            answer
+                .await
+                .map_err(|_| LoomError::internal("the direct writer stopped"))?
         }
-        answer
-            .await
-            .map_err(|_| LoomError::internal("the direct writer stopped"))?
     }
 
     /// Stops taking writes, lets the thread commit what it was given and
@@ -252,34 +260,77 @@ type Answer = (oneshot::Sender<OpResult<usize>>, OpResult<usize>);
 /// Runs `first` and every write queued behind it in one transaction, then
 /// the state's `before_commit`, and commits it: each call's answer, all
 /// failed when the commit did.
+///
+/// The calls run with no savepoint of their own while none fails: a
+/// savepoint costs each call two statements and a copy of every page it
+/// changes that the group held before (SQLite's statement journal), for
+/// the rare call that fails. When one does, what it wrote before its
+/// failing statement cannot be told from what its group wrote, so the
+/// transaction is rolled back and the group so far runs again, each call
+/// in a savepoint, and so does the rest of the group. (A one-step write's
+/// statements keep no journal of their own either: `tx::or_fail`.)
 fn group(conn: &Connection, first: Job, jobs: &mpsc::Receiver<Job>, state: &State) -> Vec<Answer> {
-    let mut answers = Vec::new();
-    if let Err(e) = execute(conn, "BEGIN IMMEDIATE") {
-        answers.push((first.reply, Err(sqlite_error(&e))));
-        return answers;
-    }
+    let mut taken: Vec<Job> = Vec::new();
+    let mut answers: Vec<OpResult<usize>> = Vec::new();
+    let mut guarded = false;
+    let mut run = begin(conn);
     let mut next = Some(first);
-    while let Some(Job { work, reply }) = next.take() {
-        match call(conn, work) {
-            Ok(answer) => answers.push((reply, answer)),
-            Err(e) => {
-                // The call's savepoint could not be undone: what it wrote
-                // cannot be told from the group's, so the group goes.
-                answers.push((reply, Ok(0)));
-                return failed(conn, answers, &e);
-            }
+    while let Some(job) = next.take() {
+        run = run.and_then(|()| add(conn, &job, &taken, &mut answers, &mut guarded));
+        taken.push(job);
+        if run.is_err() {
+            break;
         }
-        if answers.len() < MAX_GROUP {
+        if taken.len() < MAX_GROUP {
             next = jobs.try_recv().ok();
         }
     }
-    match before_commit(conn, state.before_commit).and_then(|()| execute(conn, "COMMIT")) {
+    let run = run
+        .and_then(|()| before_commit(conn, state.before_commit))
+        .and_then(|()| execute(conn, "COMMIT"));
+    let replies = taken.into_iter().map(|job| job.reply);
+    match run {
         Ok(()) => {
             state.committed();
-            answers
+            replies.zip(answers).collect()
         }
-        Err(e) => failed(conn, answers, &e),
+        Err(e) => failed(conn, replies, &e),
     }
+}
+
+/// Runs `job`, the next call of a group whose calls so far are `taken`,
+/// answered in `answers`: bare until one fails (`guarded` then), each in
+/// a savepoint after; the call that fails bare rolls the group back and
+/// runs it again, in savepoints. `Err` when the transaction cannot go on:
+/// a savepoint that could not be opened, released or undone, or no new
+/// transaction after the rollback.
+fn add(
+    conn: &Connection,
+    job: &Job,
+    taken: &[Job],
+    answers: &mut Vec<OpResult<usize>>,
+    guarded: &mut bool,
+) -> rusqlite::Result<()> {
+    if *guarded {
+        answers.push(call(conn, &job.work)?);
+        return Ok(());
+    }
+    if let Ok(rows) = (job.work)(conn) {
+        answers.push(Ok(rows));
+        return Ok(());
+    }
+    roll_back(conn);
+    *guarded = true;
+    answers.clear();
+    begin(conn)?;
+    for work in taken.iter().map(|j| &j.work).chain([&job.work]) {
+        answers.push(call(conn, work)?);
+    }
+    Ok(())
+}
+
+fn begin(conn: &Connection) -> rusqlite::Result<()> {
+    execute(conn, "BEGIN IMMEDIATE")
 }
 
 /// Runs what a commit runs first ([`BeforeCommit`]), once a batch of it
@@ -308,13 +359,16 @@ fn hand_over(conn: &Connection, before: &BeforeCommit) -> rusqlite::Result<()> {
         .try_for_each(|statement| execute(conn, statement))
 }
 
-/// Rolls the open transaction back and fails every answer.
-fn failed(conn: &Connection, answers: Vec<Answer>, e: &rusqlite::Error) -> Vec<Answer> {
+/// Rolls the open transaction back and fails every call of the group.
+fn failed(
+    conn: &Connection,
+    replies: impl Iterator<Item = oneshot::Sender<OpResult<usize>>>,
+    e: &rusqlite::Error,
+) -> Vec<Answer> {
     roll_back(conn);
     tracing::error!(cause = %e, "a direct write group failed");
-    answers
-        .into_iter()
-        .map(|(reply, _)| {
+    replies
+        .map(|reply| {
             let error = LoomError::internal(format!("group commit failed: {e}"));
             (reply, Err(error))
         })
@@ -333,7 +387,7 @@ fn roll_back(conn: &Connection) {
 /// One call in its savepoint: `Ok` with its answer (a failed statement is
 /// the call's error, its savepoint undone), `Err` when the savepoint could
 /// not be opened, released or undone.
-fn call(conn: &Connection, work: Work) -> rusqlite::Result<OpResult<usize>> {
+fn call(conn: &Connection, work: &Work) -> rusqlite::Result<OpResult<usize>> {
     execute(conn, OPEN_SAVEPOINT)?;
     match work(conn) {
         Ok(rows) => {
@@ -437,6 +491,53 @@ mod tests {
         direct.stop().await;
         assert!(!direct.running());
         assert!(direct.write(insert, row("d", 5)).await.is_err());
+    }
+
+    /// A call that fails after writing part of its write, in a group with
+    /// calls before and after it: its part is undone and theirs commit.
+    /// The group runs with no savepoints until the failure, so the call
+    /// before it runs twice (rolled back, then again in a savepoint).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_that_fails_half_way_leaves_nothing_and_its_group_commits() {
+        use std::sync::atomic::AtomicUsize;
+
+        let (_dir, path) = database("CREATE TABLE t (k TEXT PRIMARY KEY)");
+        let state = Arc::new(Mutex::new(State::default()));
+        let direct = Direct::start(&path, state.clone()).unwrap();
+        let insert =
+            |conn: &Connection, k: &str| conn.execute("INSERT INTO t (k) VALUES (?1)", [k]);
+        let runs = Arc::new(AtomicUsize::new(0));
+
+        // The writer takes the state's lock for each group: held, every
+        // write below is queued before the group that takes them begins.
+        let held = state.lock().await;
+        let counted = runs.clone();
+        let before = direct.run(move |conn| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            insert(conn, "before")
+        });
+        let half = direct.run(move |conn| {
+            insert(conn, "half")?;
+            insert(conn, "before")
+        });
+        let after = direct.run(move |conn| insert(conn, "after"));
+        drop(held);
+        let (before, half, after) = tokio::join!(before, half, after);
+
+        assert_eq!(before.unwrap(), 1);
+        assert!(half.is_err(), "a duplicate key: the call's error");
+        assert_eq!(after.unwrap(), 1);
+        assert_eq!(runs.load(Ordering::Relaxed), 2, "one group, run again");
+        let committed: Vec<String> = Connection::open(&path)
+            .unwrap()
+            .prepare("SELECT k FROM t ORDER BY k")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(committed, ["after", "before"]);
+        direct.stop().await;
     }
 
     /// What a commit left short of its batch ([`BeforeCommit`]) is done
