@@ -458,6 +458,19 @@ mod tests {
         (dir, path)
     }
 
+    /// The first column of `sql`'s rows, read from the file by a
+    /// connection of its own.
+    fn column<T: rusqlite::types::FromSql>(path: &Path, sql: &str) -> Vec<T> {
+        Connection::open(path)
+            .unwrap()
+            .prepare(sql)
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_commit_fail_alone_and_stop_with_the_thread() {
         let (_dir, path) = database("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)");
@@ -528,14 +541,7 @@ mod tests {
         assert!(half.is_err(), "a duplicate key: the call's error");
         assert_eq!(after.unwrap(), 1);
         assert_eq!(runs.load(Ordering::Relaxed), 2, "one group, run again");
-        let committed: Vec<String> = Connection::open(&path)
-            .unwrap()
-            .prepare("SELECT k FROM t ORDER BY k")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let committed: Vec<String> = column(&path, "SELECT k FROM t ORDER BY k");
         assert_eq!(committed, ["after", "before"]);
         direct.stop().await;
     }
@@ -627,16 +633,7 @@ mod tests {
         let mut state = State::default();
         state.before_commit = Some(&DRAIN);
         let direct = Direct::start(&path, Arc::new(Mutex::new(state))).unwrap();
-        let drains = || -> Vec<i64> {
-            Connection::open(&path)
-                .unwrap()
-                .prepare("SELECT n FROM drains")
-                .unwrap()
-                .query_map([], |r| r.get(0))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap()
-        };
+        let drains = || -> Vec<i64> { column(&path, "SELECT n FROM drains") };
 
         let into_t = statements(&["INSERT INTO t (v) VALUES ($1)"]);
         direct.write(into_t, vec![Value::Integer(1)]).await.unwrap();
