@@ -134,10 +134,9 @@ impl Store {
     /// Runs `work` on SQLite's direct writer as a write of its own (in the
     /// group it joins, undone alone if it fails; it may run twice, the
     /// first run undone) and waits for its group's commit; answers what
-    /// `work` did. `None`, with
-    /// nothing run, where there is no running direct writer (PostgreSQL,
-    /// SQLite in memory, a writer that stopped): write through
-    /// [`Store::begin_write`] instead. For writes that are many rows of
+    /// `work` did. `None`, with nothing run, where there is no running
+    /// direct writer (PostgreSQL, SQLite in memory, a writer that
+    /// stopped): write through [`Store::begin_write`] instead. For writes that are many rows of
     /// one statement (the batched bookkeeping): each row is a step of a
     /// prepared statement on the writer's thread, with no hand-off between.
     pub(crate) async fn write_direct(
