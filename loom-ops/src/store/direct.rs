@@ -239,7 +239,7 @@ fn when_idle(conn: &Connection, state: &State) {
         if due == 0 {
             return Ok(false);
         }
-        execute(conn, "BEGIN IMMEDIATE")?;
+        begin(conn)?;
         let run = hand_over(conn, before).and_then(|()| execute(conn, "COMMIT"));
         if run.is_err() {
             roll_back(conn);
@@ -329,6 +329,7 @@ fn add(
     Ok(())
 }
 
+/// Begins the writer's transaction, taking the write lock at once.
 fn begin(conn: &Connection) -> rusqlite::Result<()> {
     execute(conn, "BEGIN IMMEDIATE")
 }
