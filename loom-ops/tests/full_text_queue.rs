@@ -166,6 +166,51 @@ async fn a_search_finds_every_committed_write_before_its_batch_is_indexed() {
     common::full_text_integrity_check(&h).await;
 }
 
+/// Changes that leave the key, the content and the labels as they were
+/// hand the index nothing (migration 0015): neither the direct writer's
+/// queue nor FTS5, whose segments (automerge off, as above) would count
+/// each text handed to it.
+#[tokio::test]
+async fn a_change_that_keeps_the_text_hands_the_index_nothing() {
+    let h = common::sqlite().await;
+    common::full_text_setting(&h, "automerge", 0).await;
+    common::full_text_setting(&h, "crisismerge", 2000).await;
+    let key = json!({"memory_key": "k"});
+    h.call(
+        "memory.set",
+        json!({"memory_key": "k", "content": "amber birch"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(h.search_keys("amber").await, ["k"]);
+    let segments = common::full_text_segments(&h).await;
+
+    // Through sqlx's group, whose commits hand FTS5 whatever is queued.
+    for op in ["memory.pin", "memory.unpin", "memory.lock", "memory.unlock"] {
+        h.call(op, key.clone()).await.unwrap();
+        assert_eq!(h.rows("memories_fts_pending").await, 0, "after {op}");
+        assert_eq!(common::full_text_segments(&h).await, segments, "after {op}");
+    }
+    // Through the direct writer, whose queue waits for a batch.
+    let kind = json!({"memory_key": "k", "content": "amber birch", "kind": "decision"});
+    let written = h.call("memory.set", kind).await.unwrap();
+    assert_eq!(written["version"], 6, "the set wrote a version: {written}");
+    assert_eq!(h.rows("memories_fts_pending").await, 0, "after a new kind");
+    assert_eq!(h.search_keys("amber").await, ["k"]);
+    assert_eq!(common::full_text_segments(&h).await, segments);
+
+    // The labels are indexed text: a change of them is handed over.
+    let label = json!({"action": "label", "labels": ["cedar"], "filter": {"key_prefix": "k"}});
+    h.call("memory.apply", label).await.unwrap();
+    assert_eq!(h.search_keys("cedar").await, ["k"]);
+    assert_eq!(common::full_text_segments(&h).await, segments + 1);
+
+    h.call("memory.delete", key).await.unwrap();
+    assert!(h.search_keys("amber").await.is_empty(), "deleted");
+    assert_eq!(common::full_text_segments(&h).await, segments + 1);
+    common::full_text_integrity_check(&h).await;
+}
+
 #[tokio::test]
 async fn the_direct_writer_indexes_a_batch_once_it_is_queued() {
     let h = common::sqlite().await;
