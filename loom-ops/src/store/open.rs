@@ -34,8 +34,9 @@ pub(super) const SQLITE_SETTINGS: &str = "PRAGMA busy_timeout = 10000; \
 ///
 /// It leaves checkpoints to the checkpoint thread (`checkpoint`) and
 /// checkpoints itself only when the WAL reaches 10,000 pages (SQLite's
-/// default is 1,000): a backstop, reached only when that thread falls far
-/// behind or has stopped.
+/// default is 1,000): a backstop for that thread falling behind or
+/// stopping, and under a steady stream of writes the checkpoint that
+/// starts the WAL over (`checkpoint` says why).
 pub(super) const SQLITE_WRITER_SETTINGS: &str =
     "PRAGMA cache_size = -32768; PRAGMA wal_autocheckpoint = 10000;";
 
