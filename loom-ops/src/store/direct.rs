@@ -35,7 +35,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use loom_core::{LoomError, OpResult};
 use rusqlite::Connection;
@@ -47,6 +47,7 @@ use super::group::{BeforeCommit, OPEN_SAVEPOINT, RELEASE_SAVEPOINT, State, commi
 use super::open::SQLITE_WRITER_SETTINGS;
 use super::telemetry;
 use super::worker::{self, Worker};
+use super::writer_phases::{Phase, Phases};
 
 /// Prepared statements the writer keeps: each one-step write is a few, and
 /// each multi-row insert of the bookkeeping one per chunk length (seven).
@@ -175,6 +176,8 @@ fn open(path: &Path) -> rusqlite::Result<Connection> {
 /// for later ([`BeforeCommit`]) is done then ([`when_idle`]).
 fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>, rt: &Handle) {
     let mut left = false;
+    let mut phases = Phases::new();
+    let mut mark = Instant::now();
     loop {
         let next = if left {
             jobs.recv_timeout(IDLE)
@@ -185,9 +188,11 @@ fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>,
             Ok(first) => first,
             Err(RecvTimeoutError::Timeout) => {
                 left = false;
+                let idle = phases.add(Phase::Waiting, mark);
                 if let Some(guard) = lock(state, rt) {
                     when_idle(conn, &guard);
                 }
+                mark = phases.add(Phase::HandingOver, idle);
                 continue;
             }
             Err(RecvTimeoutError::Disconnected) => return,
@@ -198,12 +203,14 @@ fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>,
                 .send(Err(LoomError::internal("the store is closed")));
             continue;
         };
-        let answers = group(conn, first, jobs, &guard);
+        phases.add(Phase::Waiting, mark);
+        let answers = group(conn, first, jobs, &guard, &mut phases);
         left = guard.before_commit.is_some();
         drop(guard);
         for (reply, answer) in answers {
             let _ = reply.send(answer);
         }
+        mark = Instant::now();
     }
 }
 
@@ -269,7 +276,14 @@ type Answer = (oneshot::Sender<OpResult<usize>>, OpResult<usize>);
 /// transaction is rolled back and the group so far runs again, each call
 /// in a savepoint, and so does the rest of the group. (A one-step write's
 /// statements keep no journal of their own either: `tx::or_fail`.)
-fn group(conn: &Connection, first: Job, jobs: &mpsc::Receiver<Job>, state: &State) -> Vec<Answer> {
+fn group(
+    conn: &Connection,
+    first: Job,
+    jobs: &mpsc::Receiver<Job>,
+    state: &State,
+    phases: &mut Phases,
+) -> Vec<Answer> {
+    let mut at = Instant::now();
     let mut taken: Vec<Job> = Vec::new();
     let mut answers: Vec<OpResult<usize>> = Vec::new();
     let mut guarded = false;
@@ -285,9 +299,12 @@ fn group(conn: &Connection, first: Job, jobs: &mpsc::Receiver<Job>, state: &Stat
             next = jobs.try_recv().ok();
         }
     }
-    let run = run
-        .and_then(|()| before_commit(conn, state.before_commit))
-        .and_then(|()| execute(conn, "COMMIT"));
+    at = phases.add(Phase::Running, at);
+    let run = run.and_then(|()| before_commit(conn, state.before_commit));
+    at = phases.add(Phase::HandingOver, at);
+    let run = run.and_then(|()| execute(conn, "COMMIT"));
+    phases.add(Phase::Committing, at);
+    phases.done(taken.len());
     let replies = taken.into_iter().map(|job| job.reply);
     match run {
         Ok(()) => {

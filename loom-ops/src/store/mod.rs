@@ -44,6 +44,7 @@ mod telemetry;
 pub mod testing;
 mod tx;
 mod worker;
+mod writer_phases;
 
 pub use batch::{BatchSink, BatchWriter, LINGER, Ledger};
 pub(crate) use bind::{Bind, Values};
