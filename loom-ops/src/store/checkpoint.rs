@@ -26,16 +26,17 @@
 //! Under a steady stream of commits the backstop is also what starts the
 //! WAL over. SQLite starts it over at a commit that finds every frame
 //! copied and no reader holding a place in it, and this thread never
-//! leaves it so: it copies the frames committed before it began (~3,000 a
-//! checkpoint under the set benchmark) while the writer commits more. So the WAL grows to the backstop's 10,000
-//! frames, about once a second under that load, and the writer copies
-//! the rest itself: ~14% of its samples in `perf`; with no backstop at all
-//! (the WAL growing without bound, an experiment) 6-8% more sets a second
-//! and a p99 ~7 ms lower in two pairs (bench/RESULTS.md).
-//! Measured and not kept: this thread copying again until little was left
-//! and then checkpointing with RESTART (the writer waits meanwhile) held
-//! the writer 8-40 ms each time; a backstop at 50,000 frames did no better
-//! than at 10,000, within the host's noise.
+//! leaves it so: it copies the frames committed before it began (~3,000
+//! a checkpoint under the set benchmark) while the writer commits more.
+//! So the WAL grows to the backstop's 10,000 frames, about once a second
+//! under that load, and the writer copies the rest itself: ~14% of its
+//! samples in `perf`; with no backstop at all (the WAL growing without
+//! bound, an experiment) 6-8% more sets a second and a p99 ~7 ms lower in
+//! two pairs (bench/RESULTS.md). Measured and not kept: this thread
+//! copying again until little was left and then checkpointing with
+//! RESTART (the writer waits meanwhile) held the writer 8-40 ms each
+//! time; a backstop at 50,000 frames did no better than at 10,000, within
+//! the host's noise.
 
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};

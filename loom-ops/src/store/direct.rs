@@ -207,9 +207,11 @@ fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>,
         let answers = group(conn, first, jobs, &guard, &mut phases);
         left = guard.before_commit.is_some();
         drop(guard);
+        let calls = answers.len();
         for (reply, answer) in answers {
             let _ = reply.send(answer);
         }
+        phases.done(calls);
         mark = Instant::now();
     }
 }
@@ -304,7 +306,6 @@ fn group(
     at = phases.add(Phase::HandingOver, at);
     let run = run.and_then(|()| execute(conn, "COMMIT"));
     phases.add(Phase::Committing, at);
-    phases.done(taken.len());
     let replies = taken.into_iter().map(|job| job.reply);
     match run {
         Ok(()) => {
