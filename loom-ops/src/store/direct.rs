@@ -35,7 +35,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use loom_core::{LoomError, OpResult};
 use rusqlite::Connection;
@@ -177,7 +177,6 @@ fn open(path: &Path) -> rusqlite::Result<Connection> {
 fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>, rt: &Handle) {
     let mut left = false;
     let mut phases = Phases::new();
-    let mut mark = Instant::now();
     loop {
         let next = if left {
             jobs.recv_timeout(IDLE)
@@ -188,11 +187,11 @@ fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>,
             Ok(first) => first,
             Err(RecvTimeoutError::Timeout) => {
                 left = false;
-                let idle = phases.add(Phase::Waiting, mark);
+                phases.end(Phase::Waiting);
                 if let Some(guard) = lock(state, rt) {
                     when_idle(conn, &guard);
                 }
-                mark = phases.add(Phase::HandingOver, idle);
+                phases.end(Phase::HandingOver);
                 continue;
             }
             Err(RecvTimeoutError::Disconnected) => return,
@@ -203,7 +202,7 @@ fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>,
                 .send(Err(LoomError::internal("the store is closed")));
             continue;
         };
-        phases.add(Phase::Waiting, mark);
+        phases.end(Phase::Waiting);
         let answers = group(conn, first, jobs, &guard, &mut phases);
         left = guard.before_commit.is_some();
         drop(guard);
@@ -212,7 +211,6 @@ fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>,
             let _ = reply.send(answer);
         }
         phases.done(calls);
-        mark = Instant::now();
     }
 }
 
@@ -285,7 +283,6 @@ fn group(
     state: &State,
     phases: &mut Phases,
 ) -> Vec<Answer> {
-    let mut at = Instant::now();
     let mut taken: Vec<Job> = Vec::new();
     let mut answers: Vec<OpResult<usize>> = Vec::new();
     let mut guarded = false;
@@ -301,11 +298,11 @@ fn group(
             next = jobs.try_recv().ok();
         }
     }
-    at = phases.add(Phase::Running, at);
+    phases.end(Phase::Running);
     let run = run.and_then(|()| before_commit(conn, state.before_commit));
-    at = phases.add(Phase::HandingOver, at);
+    phases.end(Phase::HandingOver);
     let run = run.and_then(|()| execute(conn, "COMMIT"));
-    phases.add(Phase::Committing, at);
+    phases.end(Phase::Committing);
     let replies = taken.into_iter().map(|job| job.reply);
     match run {
         Ok(()) => {

@@ -17,7 +17,8 @@ const EVERY: Duration = Duration::from_secs(10);
 /// A part of the writer's cycle.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Phase {
-    /// Waiting for a write, and for the group's lock.
+    /// Waiting for a write and for the group's lock, after answering the
+    /// last group.
     Waiting,
     /// Running the calls' writes.
     Running,
@@ -28,10 +29,13 @@ pub(super) enum Phase {
     Committing,
 }
 
-/// The sums since the last log.
+/// The sums since the last log, and where the phase under way began.
 #[derive(Debug)]
 pub(super) struct Phases {
     since: Instant,
+    /// Where the last phase counted ended: each phase begins where the
+    /// one before it ended.
+    last: Instant,
     groups: u64,
     calls: u64,
     spent: [Duration; 4],
@@ -56,18 +60,18 @@ impl Phases {
     fn since(since: Instant) -> Phases {
         Phases {
             since,
+            last: Instant::now(),
             groups: 0,
             calls: 0,
             spent: [Duration::ZERO; 4],
         }
     }
 
-    /// Counts the time from `from` to now as `phase`'s; answers now, where
-    /// the next phase starts.
-    pub(super) fn add(&mut self, phase: Phase, from: Instant) -> Instant {
+    /// Counts the time since the last phase ended as `phase`'s.
+    pub(super) fn end(&mut self, phase: Phase) {
         let now = Instant::now();
-        self.spent[phase as usize] += now.saturating_duration_since(from);
-        now
+        self.spent[phase as usize] += now.saturating_duration_since(self.last);
+        self.last = now;
     }
 
     /// A group of `calls` committed (or failed); logs and resets the sums
@@ -104,7 +108,9 @@ impl Phases {
             percent: [0, 1, 2, 3].map(|i| share(&self.spent[i])),
             commit_us: u64::try_from(commit).unwrap_or(u64::MAX),
         };
+        let last = self.last;
         *self = Phases::new();
+        self.last = last;
         Some(summary)
     }
 }
@@ -145,8 +151,9 @@ mod tests {
         let from = Instant::now()
             .checked_sub(Duration::from_millis(5))
             .expect("a clock past 5 ms");
-        let now = phases.add(Phase::Committing, from);
-        assert!(now >= from + Duration::from_millis(5));
+        phases.last = from;
+        phases.end(Phase::Committing);
+        assert!(phases.last >= from + Duration::from_millis(5));
         assert!(phases.spent[Phase::Committing as usize] >= Duration::from_millis(5));
         assert_eq!(phases.spent[Phase::Running as usize], Duration::ZERO);
     }
