@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Loom's benchmark (issue 8; README, "Benchmark"). Builds release binaries,
 # starts the ceiling (loom-ceiling) and `loom serve` on SQLite (and on
-# PostgreSQL, in a fresh database, when LOOM_TEST_DATABASE_URL is set), with
+# PostgreSQL, in a fresh database, when LOOM_TEST_DATABASE_URL is set, after
+# measuring what PostgreSQL alone serves there: bench/pg_floor.py), with
 # auth, audit, the ledger and rate limits on as shipped (limits raised so
 # they never refuse), pre-fills BENCH_MEMORIES memories by a batched insert
 # (bench/prefill.py), drives each workload with wrk for BENCH_DURATION at
@@ -67,13 +68,42 @@ drive() {
   local cpu
   cpu="$(awk -v t="$(( $(cpu_ticks "$pid") - before ))" -v hz="$(getconf CLK_TCK)" -v n="$reqs" \
     'BEGIN { if (n > 0) printf "%.1f", t / hz * 1e6 / n; else print "-" }')"
-  local ratio="1.00"
-  if [ "$workload" = ceiling ]; then ceiling_rps="$rps"; else
-    ratio="$(awk -v a="$rps" -v b="$ceiling_rps" 'BEGIN { printf "%.2f", a / b }')"
-  fi
-  local row="| $label | $rps | $p50 | $p99 | $max | $errs / $reqs | $ratio | $cpu |"
+  if [ "$workload" = ceiling ]; then ceiling_rps="$rps"; fi
+  add_row "$label" "$rps" "$p50" "$p99" "$max" "$errs" "$reqs" "$cpu"
+}
+
+# add_row LABEL RPS P50 P99 MAX ERRORS REQUESTS CPU: a row of the table,
+# with its ratio to the ceiling.
+add_row() {
+  local ratio
+  ratio="$(awk -v a="$2" -v b="${ceiling_rps:-$2}" 'BEGIN { printf "%.2f", a / b }')"
+  local row="| $1 | $2 | $3 | $4 | $5 | $6 / $7 | $ratio | $8 |"
   echo "$row"
   rows+=("$row")
+}
+
+# seconds_of DURATION: wrk's duration (20s, 2m, 1h or a bare number of
+# seconds) in seconds, for pgbench.
+seconds_of() {
+  case "$1" in
+    *h) echo $(( ${1%h} * 3600 )) ;;
+    *m) echo $(( ${1%m} * 60 )) ;;
+    *s) echo "${1%s}" ;;
+    *) echo "$1" ;;
+  esac
+}
+
+# pg_floor LABEL WORKLOAD URL: PostgreSQL alone (bench/pg_floor.py, pgbench
+# at the same connections) on the store just filled; a row with no CPU
+# figure (the database's, not a Loom's).
+pg_floor() {
+  local out
+  if ! out="$(python3 bench/pg_floor.py "$3" "$2" "$(seconds_of "$duration")" "$conns" "$threads" "$memories")"; then
+    echo "   $1: pgbench failed, not measured"
+    return 0
+  fi
+  read -r _ rps p50 p99 max errs reqs <<<"$out"
+  add_row "$1" "$rps" "$p50" "$p99" "$max" "$errs" "$reqs" "-"
 }
 
 header="| workload | requests/s | p50 ms | p99 ms | max ms | errors / requests | × ceiling | server CPU µs/call |
@@ -102,6 +132,8 @@ bench_store() {
   local t0; t0="$(now_ms)"
   "$@"
   echo "   pre-filled in $(( $(now_ms) - t0 )) ms"
+  # What the store alone serves, before any Loom runs on it.
+  if [ -n "${floor:-}" ]; then "$floor"; fi
   # Start to ready on the existing store (migrations already applied).
   t0="$(now_ms)"
   "$loom" serve 2>"$work/$name.log" & local pid=$!; pids+=("$pid")
@@ -148,7 +180,22 @@ if [ -n "${LOOM_TEST_DATABASE_URL:-}" ]; then
       -c "\\copy memory_versions (org, namespace, agent, memory_key, version, change, content, kind, labels, source, content_hash, pinned, locked, deleted, subject, changed_by, request_id, at_ms) from '$work/pg.versions.tsv'" \
       -c "VACUUM ANALYZE"
   }
-  bench_store postgres "$pg_url" pg_fill
+  # PostgreSQL alone first, on the same cores: the most a Loom that asks
+  # it on every call can serve here (bench/pg_floor.py). Run when pgbench
+  # is at hand (it comes with PostgreSQL's server).
+  postgres_floor() {
+    if ! command -v pgbench >/dev/null; then
+      echo "   pgbench not found: PostgreSQL alone is not measured"
+      return 0
+    fi
+    case " $workloads " in *" get "* | *" http "*)
+      pg_floor "postgres alone: key read (pgbench, no Loom)" get "$pg_url" ;;
+    esac
+    case " $workloads " in *" search "*)
+      pg_floor "postgres alone: search's every-word pass (pgbench, no Loom)" search "$pg_url" ;;
+    esac
+  }
+  floor=postgres_floor bench_store postgres "$pg_url" pg_fill
 else
   echo "== PostgreSQL: LOOM_TEST_DATABASE_URL not set, not run"
 fi
