@@ -33,3 +33,14 @@ wait_ready() {
   echo "not ready: $1" >&2
   return 1
 }
+
+# pg_prefill URL N DIR: pre-fills the migrated PostgreSQL store at URL with
+# N memories (bench/prefill.py's rows, through psql's \copy, files in DIR),
+# then vacuums and analyzes it, as a store that has settled would be.
+pg_prefill() {
+  python3 bench/prefill.py tsv "$3/pg" "$2"
+  psql "$1" -q \
+    -c "\\copy memories (org, namespace, agent, memory_key, content, kind, labels, source, content_hash, version, created_ms, updated_ms) from '$3/pg.memories.tsv'" \
+    -c "\\copy memory_versions (org, namespace, agent, memory_key, version, change, content, kind, labels, source, content_hash, pinned, locked, deleted, subject, changed_by, request_id, at_ms) from '$3/pg.versions.tsv'" \
+    -c "VACUUM ANALYZE"
+}

@@ -173,13 +173,6 @@ if [ -n "${LOOM_TEST_DATABASE_URL:-}" ]; then
   pg_db="loom_bench_$$"
   psql "$LOOM_TEST_DATABASE_URL" -qc "CREATE DATABASE $pg_db" >/dev/null
   pg_url="${LOOM_TEST_DATABASE_URL%/*}/$pg_db"
-  pg_fill() {
-    python3 bench/prefill.py tsv "$work/pg" "$memories"
-    psql "$pg_url" -q \
-      -c "\\copy memories (org, namespace, agent, memory_key, content, kind, labels, source, content_hash, version, created_ms, updated_ms) from '$work/pg.memories.tsv'" \
-      -c "\\copy memory_versions (org, namespace, agent, memory_key, version, change, content, kind, labels, source, content_hash, pinned, locked, deleted, subject, changed_by, request_id, at_ms) from '$work/pg.versions.tsv'" \
-      -c "VACUUM ANALYZE"
-  }
   # PostgreSQL alone first, on the same cores: the most a Loom that asks
   # it on every call can serve here (bench/pg_floor.py). Run when pgbench
   # is at hand (it comes with PostgreSQL's server).
@@ -195,7 +188,7 @@ if [ -n "${LOOM_TEST_DATABASE_URL:-}" ]; then
       pg_floor "postgres alone: search's every-word pass (pgbench, no Loom)" search "$pg_url" ;;
     esac
   }
-  floor=postgres_floor bench_store postgres "$pg_url" pg_fill
+  floor=postgres_floor bench_store postgres "$pg_url" pg_prefill "$pg_url" "$memories" "$work"
 else
   echo "== PostgreSQL: LOOM_TEST_DATABASE_URL not set, not run"
 fi
