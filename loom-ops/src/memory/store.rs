@@ -11,8 +11,7 @@ use super::model::{Memory, MemoryVersion};
 use super::usage::Served;
 use super::validate::labels_from_json;
 use crate::store::{
-    Backend, Bind, OneStep, PerBackend, Store, Values, all_rows, db_error, first_row, one_step_sql,
-    rfc3339,
+    Backend, Bind, OneStep, PerBackend, Store, Values, all_rows, db_error, one_step_sql, rfc3339,
 };
 
 /// The columns [`Row`] reads, in order.
@@ -332,26 +331,35 @@ pub struct SetView {
     pub own: Option<Row>,
 }
 
+/// The key's rows in the namespace, every agent's, deleted or not
+/// (`memories_by_key`): [`set_view_inline`]'s locks and own row at once.
+static KEY_ROWS: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND memory_key = $3")
+});
+
+/// The namespace's blacklist patterns in order (its primary key's).
+const PATTERNS: &str =
+    "SELECT pattern FROM blacklist WHERE org = $1 AND namespace = $2 ORDER BY pattern";
+
 /// [`SetView`] as point reads on the calling thread, in the one read
 /// snapshot [`Store::read_inline`] runs its reads in (SQLite); `None`
 /// where there are none. What it reads is committed; a group's writes not
 /// yet committed are not among it, so a write planned on it must be
 /// conditional ([`insert_in_one_step`], [`save_in_one_step`]).
+///
+/// The key's locks and the caller's row come from one walk of
+/// `memories_by_key` ([`KEY_ROWS`]), not a count of the locked rows and a
+/// second walk of the primary key for the caller's row: under writes
+/// every commit empties a reader's page cache, so each B-tree these reads
+/// walk is pages fetched again (bench/RESULTS.md, "Changes after
+/// 1a459e9").
 pub fn set_view_inline(store: &Store, cx: &OpCx, key: &str) -> Option<OpResult<SetView>> {
     store.read_inline(|conn| {
-        let rows = all_rows(
-            conn,
-            SET_GUARDS,
-            &[&cx.scope.org, &cx.scope.namespace, &key],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        let own = first_row(
-            conn,
-            &OWN,
-            &[&cx.scope.org, &cx.scope.namespace, &cx.scope.agent, &key],
-            Row::from_sqlite,
-        )?;
-        let (locked, patterns) = guards(rows);
+        let (org, namespace) = (&cx.scope.org, &cx.scope.namespace);
+        let rows = all_rows(conn, &KEY_ROWS, &[org, namespace, &key], Row::from_sqlite)?;
+        let patterns = all_rows(conn, PATTERNS, &[org, namespace], |r| r.get(0))?;
+        let locked = rows.iter().any(|r| r.locked != 0);
+        let own = rows.into_iter().find(|r| r.agent == cx.scope.agent);
         Ok(SetView {
             locked,
             patterns,
