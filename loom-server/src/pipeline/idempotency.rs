@@ -23,39 +23,71 @@ pub const MAX_KEY_LEN: usize = 255;
 /// (its call died with its replica).
 pub const STALE_IN_FLIGHT: Duration = Duration::from_secs(300);
 
-/// `value` as JSON with object keys sorted at every depth, so the same
-/// arguments in any key order hash alike.
-pub fn canonical(value: &Value) -> String {
-    fn sorted(v: &Value) -> Value {
-        match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&m[k])))
-                        .collect(),
-                )
+/// Writes `value` to `out` as JSON with object keys sorted at every
+/// depth, so the same arguments in any key order hash alike: compact, as
+/// `Value`'s own `to_string` writes it once its maps are sorted. It walks
+/// the value in place: every audited call hashes its arguments, and a
+/// sorted copy of the whole tree (every key and string cloned) cost more
+/// than the hash.
+fn write_canonical(out: &mut impl std::io::Write, value: &Value) -> std::io::Result<()> {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.write_all(b"{")?;
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b",")?;
+                }
+                serde_json::to_writer(&mut *out, key)?;
+                out.write_all(b":")?;
+                write_canonical(out, &map[key])?;
             }
-            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-            other => other.clone(),
+            out.write_all(b"}")
         }
+        Value::Array(items) => {
+            out.write_all(b"[")?;
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b",")?;
+                }
+                write_canonical(out, item)?;
+            }
+            out.write_all(b"]")
+        }
+        scalar => Ok(serde_json::to_writer(&mut *out, scalar)?),
     }
-    sorted(value).to_string()
+}
+
+/// A [`Sha256`] fed as an [`std::io::Write`], so [`write_canonical`]
+/// hashes as it writes (it takes every byte).
+struct Hashing(Sha256);
+
+impl std::io::Write for Hashing {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// SHA-256 (hex) of the canonical arguments: the audit row's digest.
 pub fn digest(args: &Value) -> String {
-    hex::encode(Sha256::digest(canonical(args).as_bytes()))
+    let mut h = Hashing(Sha256::new());
+    let _ = write_canonical(&mut h, args);
+    hex::encode(h.0.finalize())
 }
 
 /// The request hash a key is bound to: the op and its canonical arguments.
 pub fn request_hash(op: &str, args: &Value) -> String {
-    let mut h = Sha256::new();
-    h.update(op.as_bytes());
-    h.update(b"\n");
-    h.update(canonical(args).as_bytes());
-    hex::encode(h.finalize())
+    let mut h = Hashing(Sha256::new());
+    h.0.update(op.as_bytes());
+    h.0.update(b"\n");
+    let _ = write_canonical(&mut h, args);
+    hex::encode(h.0.finalize())
 }
 
 /// Checks a key's shape.
@@ -104,6 +136,37 @@ mod tests {
             request_hash("grants.list", &a)
         );
         assert_ne!(digest(&a), digest(&json!({"b": 2})));
+    }
+
+    fn canonical(value: &Value) -> String {
+        let mut out = Vec::new();
+        write_canonical(&mut out, value).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The canonical form is the sorted tree as `Value` writes it (what
+    /// stored digests and request hashes were made from), escapes,
+    /// numbers and nesting included.
+    #[test]
+    fn the_canonical_form_is_the_sorted_tree_written_compactly() {
+        let value = json!({
+            "z": "quote \" and \\ and \u{1}",
+            "a": [1.5, -2, 1e30, true, null, {"y": [], "x": {}}],
+            "é": {"b": "ü", "a": 18446744073709551615u64},
+        });
+        let sorted = json!({
+            "a": [1.5, -2, 1e30, true, null, {"x": {}, "y": []}],
+            "z": "quote \" and \\ and \u{1}",
+            "é": {"a": 18446744073709551615u64, "b": "ü"},
+        });
+        // `json!` keeps its keys in the order written (serde_json's
+        // preserve_order), here the sorted one.
+        assert_eq!(canonical(&value), sorted.to_string());
+        assert_eq!(
+            digest(&value),
+            hex::encode(Sha256::digest(canonical(&value).as_bytes()))
+        );
+        assert_eq!(canonical(&json!("x")), "\"x\"");
     }
 
     #[test]
