@@ -320,8 +320,9 @@ fn guards(rows: Vec<(i64, String)>) -> (bool, Vec<String>) {
     (locked, patterns)
 }
 
-/// What `memory.set` reads before it writes: [`set_guards`] and the
-/// caller's own row ([`own`]).
+/// What `memory.set` reads before it writes: whether the key is locked,
+/// the blacklist's patterns and the caller's own row ([`set_guards`] and
+/// [`own`] in a write, [`set_view_inline`] on the calling thread).
 pub struct SetView {
     /// Whether any agent's row of the key is locked.
     pub locked: bool,

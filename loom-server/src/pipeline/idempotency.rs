@@ -59,35 +59,21 @@ fn write_canonical(out: &mut impl std::io::Write, value: &Value) -> std::io::Res
     }
 }
 
-/// A [`Sha256`] fed as an [`std::io::Write`], so [`write_canonical`]
-/// hashes as it writes (it takes every byte).
-struct Hashing(Sha256);
-
-impl std::io::Write for Hashing {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.update(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// SHA-256 (hex) of the canonical arguments: the audit row's digest.
 pub fn digest(args: &Value) -> String {
-    let mut h = Hashing(Sha256::new());
+    // A hasher is an `io::Write` (sha2's std feature) that takes every byte.
+    let mut h = Sha256::new();
     let _ = write_canonical(&mut h, args);
-    hex::encode(h.0.finalize())
+    hex::encode(h.finalize())
 }
 
 /// The request hash a key is bound to: the op and its canonical arguments.
 pub fn request_hash(op: &str, args: &Value) -> String {
-    let mut h = Hashing(Sha256::new());
-    h.0.update(op.as_bytes());
-    h.0.update(b"\n");
+    let mut h = Sha256::new();
+    h.update(op.as_bytes());
+    h.update(b"\n");
     let _ = write_canonical(&mut h, args);
-    hex::encode(h.0.finalize())
+    hex::encode(h.finalize())
 }
 
 /// Checks a key's shape.
