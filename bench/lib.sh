@@ -36,11 +36,17 @@ wait_ready() {
 
 # pg_prefill URL N DIR: pre-fills the migrated PostgreSQL store at URL with
 # N memories (bench/prefill.py's rows, through psql's \copy, files in DIR),
-# then vacuums and analyzes it, as a store that has settled would be.
+# then vacuums and analyzes it and checkpoints, as a store that has settled
+# would be: without the CHECKPOINT, PostgreSQL's own checkpoint of the
+# pre-fill's writes, which its WAL's size starts, spreads its writes over
+# the first workloads measured.
 pg_prefill() {
   python3 bench/prefill.py tsv "$3/pg" "$2"
   psql "$1" -q \
     -c "\\copy memories (org, namespace, agent, memory_key, content, kind, labels, source, content_hash, version, created_ms, updated_ms) from '$3/pg.memories.tsv'" \
     -c "\\copy memory_versions (org, namespace, agent, memory_key, version, change, content, kind, labels, source, content_hash, pinned, locked, deleted, subject, changed_by, request_id, at_ms) from '$3/pg.versions.tsv'" \
     -c "VACUUM ANALYZE"
+  # CHECKPOINT needs a superuser or pg_checkpoint: without either, the run
+  # goes on, with the pre-fill's writes still to be checkpointed.
+  psql "$1" -qc "CHECKPOINT" 2>/dev/null || echo "   (not checkpointed: the role may not CHECKPOINT)"
 }
