@@ -80,7 +80,7 @@ def scripts(workload, keys, folder):
 
 
 def percentile(sorted_us, p):
-    """The p quantile of latencies in µs, sorted, in ms (0 when none)."""
+    """The p quantile of sorted latencies in µs, in ms (0 when there are none)."""
     if not sorted_us:
         return 0.0
     return sorted_us[min(len(sorted_us) - 1, int(len(sorted_us) * p))] / 1000.0

@@ -61,10 +61,7 @@ fn write_canonical(out: &mut impl std::io::Write, value: &Value) -> std::io::Res
 
 /// SHA-256 (hex) of the canonical arguments: the audit row's digest.
 pub fn digest(args: &Value) -> String {
-    // A hasher is an `io::Write` (sha2's std feature) that takes every byte.
-    let mut h = Sha256::new();
-    let _ = write_canonical(&mut h, args);
-    hex::encode(h.finalize())
+    finish(Sha256::new(), args)
 }
 
 /// The request hash a key is bound to: the op and its canonical arguments.
@@ -72,6 +69,13 @@ pub fn request_hash(op: &str, args: &Value) -> String {
     let mut h = Sha256::new();
     h.update(op.as_bytes());
     h.update(b"\n");
+    finish(h, args)
+}
+
+/// `h` fed `args`' canonical form, in hex.
+fn finish(mut h: Sha256, args: &Value) -> String {
+    // A hasher is an `io::Write` (sha2's std feature) that takes every
+    // byte, so writing to it cannot fail.
     let _ = write_canonical(&mut h, args);
     hex::encode(h.finalize())
 }
