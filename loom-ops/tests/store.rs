@@ -40,6 +40,31 @@ async fn sqlite_runs_in_wal_mode() {
     assert_eq!(mmap, 1 << 30);
 }
 
+/// SQLite before 3.51.3 can lose committed pages when a checkpoint races a
+/// commit that starts the WAL over, the pattern the store's checkpoint
+/// thread and writers run all day (the workspace's `[patch.crates-io]`
+/// says why it is vendored). sqlx's connections and rusqlite's (the direct
+/// writer, the inline readers) are one SQLite, and it is a fixed one.
+#[tokio::test]
+async fn sqlite_is_one_that_has_the_wal_reset_fix() {
+    const FIXED: i32 = 3_051_003;
+    assert!(
+        rusqlite::version_number() >= FIXED,
+        "rusqlite links SQLite {}",
+        rusqlite::version()
+    );
+    let t = testing::sqlite().await;
+    let (version,): (String,) = sqlx::query_as("SELECT sqlite_version()")
+        .fetch_one(t.store.reader())
+        .await
+        .unwrap();
+    assert_eq!(
+        version,
+        rusqlite::version(),
+        "sqlx and rusqlite link one SQLite"
+    );
+}
+
 fn cx() -> loom_core::OpCx {
     loom_core::OpCx::new(
         "test.write",
