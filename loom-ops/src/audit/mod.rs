@@ -81,7 +81,7 @@ async fn list(cx: &OpCx, input: AuditListInput) -> OpResult<AuditList> {
     let rows: Vec<AuditTuple> = sqlx::query_as(
         "SELECT id, subject, agent, op, args_digest, outcome, request_id, at_ms FROM audit_log \
          WHERE org = $1 AND namespace = $2 AND ($3 = '' OR op = $3) AND id < $4 \
-         ORDER BY id DESC LIMIT $5",
+         ORDER BY id DESC LIMIT CAST($5 AS INTEGER)",
     )
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)

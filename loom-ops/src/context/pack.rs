@@ -64,7 +64,7 @@ pub async fn pack(store: &Store, cx: &OpCx, input: ContextPackInput) -> OpResult
     .await?;
     let pinned: Vec<Row> = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND pinned = 1 AND deleted = 0 \
-         AND (expires_ms IS NULL OR expires_ms > $3) ORDER BY updated_ms DESC, memory_key LIMIT $4"
+         AND (expires_ms IS NULL OR expires_ms > $3) ORDER BY updated_ms DESC, memory_key LIMIT CAST($4 AS INTEGER)"
     ))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)

@@ -429,7 +429,7 @@ fn build_ranked_sql(backend: Backend, both: bool) -> String {
            SELECT id, agent, memory_key, pinned, recall_count, updated_ms, MAX(raw) AS raw \
            FROM ({passes}) passes GROUP BY id, agent, memory_key, pinned, recall_count, updated_ms), \
          page AS (SELECT id, agent, memory_key, raw, {score} AS score FROM hits \
-           ORDER BY score DESC, {} LIMIT $8) \
+           ORDER BY score DESC, {} LIMIT CAST($8 AS INTEGER)) \
          SELECT {columns}, page.raw AS raw FROM page JOIN memories m ON {join} \
          ORDER BY page.score DESC, {}",
         ties(""),
@@ -457,7 +457,7 @@ fn pass_sql(backend: Backend, expr: &str) -> String {
             "SELECT * FROM (SELECT {cols}, -loom_bm25(memories_fts, $9, d.sz, 2.0, 1.0, 0.5) AS raw \
              FROM memories_fts JOIN memories m ON m.id = -memories_fts.rowid \
              JOIN memories_fts_docsize d ON d.id = memories_fts.rowid \
-             WHERE memories_fts MATCH {expr} {live} ORDER BY memories_fts.rowid LIMIT $7)"
+             WHERE memories_fts MATCH {expr} {live} ORDER BY memories_fts.rowid LIMIT CAST($7 AS INTEGER))"
         ),
         // memories_by_update: read backwards, filtered, for common words;
         // the GIN index and a small sort for rare ones.
@@ -465,7 +465,7 @@ fn pass_sql(backend: Backend, expr: &str) -> String {
             "(SELECT {cols}, \
              CAST(10 * ts_rank(m.fts, websearch_to_tsquery('english', $1)) AS DOUBLE PRECISION) AS raw \
              FROM memories m WHERE m.fts @@ websearch_to_tsquery('english', {expr}) {live} \
-             ORDER BY m.updated_ms DESC LIMIT $7)"
+             ORDER BY m.updated_ms DESC LIMIT CAST($7 AS INTEGER))"
         ),
     }
 }
@@ -515,5 +515,48 @@ mod tests {
             ["deploy", "window"]
         );
         assert!(terms("the of a").is_empty());
+    }
+
+    /// The ranking statement stays prepared from one search to the next,
+    /// whatever its page size: SQLite 3.51 (unlike 3.46) re-prepares a statement
+    /// whose LIMIT is a bare parameter each time that parameter is bound,
+    /// which made every search parse and plan it again (a quarter of the
+    /// server's CPU under the search benchmark, bench/RESULTS.md).
+    #[tokio::test]
+    async fn the_ranking_statement_is_not_prepared_again_for_each_search() {
+        let test = crate::store::testing::sqlite().await;
+        let sql = ranked_sql(Backend::Sqlite, true);
+        let frequencies = loom_fts5::frequencies(&[1, 1]);
+        let reprepared = test
+            .store
+            .read_inline(|c| {
+                let mut stmt = c.prepare(sql)?;
+                for page in [10_i64, 20, 10] {
+                    let values: [&dyn rusqlite::ToSql; 10] = [
+                        &"\"deploy\" OR \"window\"",
+                        &"default",
+                        &"default",
+                        &1_i64,
+                        &"",
+                        &"",
+                        &CANDIDATES,
+                        &page,
+                        &frequencies,
+                        &"\"deploy\" AND \"window\"",
+                    ];
+                    // `$n` by name: SQLite numbers them as they appear.
+                    for (n, value) in (1..).zip(values) {
+                        if let Some(at) = stmt.parameter_index(&format!("${n}"))? {
+                            stmt.raw_bind_parameter(at, value)?;
+                        }
+                    }
+                    let mut rows = stmt.raw_query();
+                    while rows.next()?.is_some() {}
+                }
+                Ok(stmt.get_status(rusqlite::StatementStatus::RePrepare))
+            })
+            .expect("inline reads on a SQLite file")
+            .unwrap();
+        assert_eq!(reprepared, 0);
     }
 }

@@ -654,7 +654,7 @@ pub async fn versions(
     sqlx::query_as::<_, VersionRow>(&format!(
         "SELECT {VERSION_COLUMNS} FROM memory_versions \
          WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version < $5 \
-         ORDER BY version DESC LIMIT $6"
+         ORDER BY version DESC LIMIT CAST($6 AS INTEGER)"
     ))
     .bind(&row.org)
     .bind(&row.namespace)
@@ -962,7 +962,9 @@ pub async fn list(
             before.to_string(),
         );
     }
-    sql.push_str(&format!(" ORDER BY memory_key, agent LIMIT ${n}"));
+    sql.push_str(&format!(
+        " ORDER BY memory_key, agent LIMIT CAST(${n} AS INTEGER)"
+    ));
     let mut q = sqlx::query_as::<_, Row>(&sql)
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)

@@ -42,7 +42,7 @@ pub async fn list(
         }
         sql.push_str(&format!(" AND n.namespace IN ({})", marks.join(", ")));
     }
-    sql.push_str(" ORDER BY n.namespace LIMIT $5");
+    sql.push_str(" ORDER BY n.namespace LIMIT CAST($5 AS INTEGER)");
     let mut q = sqlx::query_as::<_, Row>(&sql)
         .bind(now_ms())
         .bind(&cx.scope.org)

@@ -58,7 +58,7 @@ pub async fn get(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> OpResult<
 /// The namespace's most recent runs, newest first.
 pub async fn recent(conn: &mut AnyConnection, cx: &OpCx, limit: i64) -> OpResult<Vec<Row>> {
     sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 ORDER BY started_ms DESC, run_id LIMIT $3"
+        "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 ORDER BY started_ms DESC, run_id LIMIT CAST($3 AS INTEGER)"
     ))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
@@ -211,7 +211,7 @@ pub async fn list(
 ) -> OpResult<Vec<Row>> {
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 AND ($3 = '' OR status = $3) \
-         ORDER BY started_ms DESC, run_id LIMIT $4"
+         ORDER BY started_ms DESC, run_id LIMIT CAST($4 AS INTEGER)"
     ))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
