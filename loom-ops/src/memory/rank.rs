@@ -518,10 +518,11 @@ mod tests {
     }
 
     /// The ranking statement stays prepared from one search to the next,
-    /// whatever its page size: SQLite 3.51 (unlike 3.46) re-prepares a statement
-    /// whose LIMIT is a bare parameter each time that parameter is bound,
-    /// which made every search parse and plan it again (a quarter of the
-    /// server's CPU under the search benchmark, bench/RESULTS.md).
+    /// whatever its page size: SQLite 3.51 (unlike 3.46) re-prepares a
+    /// statement whose LIMIT is a bare parameter each time that parameter
+    /// is bound, which made every search parse and plan it again (a
+    /// quarter of the server's CPU under the search benchmark,
+    /// bench/RESULTS.md).
     #[tokio::test]
     async fn the_ranking_statement_is_not_prepared_again_for_each_search() {
         let test = crate::store::testing::sqlite().await;

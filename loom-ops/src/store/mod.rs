@@ -18,10 +18,10 @@
 //!
 //! SQL is written once with `$1` placeholders, which both backends accept;
 //! where the dialects differ, [`Backend`] picks the statement. A bound
-//! `LIMIT` is written `LIMIT CAST($n AS INTEGER)`: SQLite 3.51 (unlike 3.46) plans
-//! a bare `LIMIT $n` with the value bound and so prepares the statement
-//! again every time `$n` is bound, which cost a search a quarter of its
-//! CPU (memory::rank's tests check its statement).
+//! `LIMIT` is written `LIMIT CAST($n AS INTEGER)`: SQLite 3.51 (unlike
+//! 3.46) plans a bare `LIMIT $n` with the value bound and so prepares the
+//! statement again every time `$n` is bound, which cost a search a quarter
+//! of its CPU (memory::rank's tests check its statement).
 
 mod access_cache;
 mod advice;
