@@ -27,7 +27,9 @@ use serde::Serialize;
 use sqlx::AnyConnection;
 
 use super::store::{COLUMNS, Row};
-use crate::store::{Backend, Bind, PerBackend, Store, Values, all_rows, db_error, rfc3339};
+use crate::store::{
+    Backend, Bind, PerBackend, Store, Values, all_rows, bound_limit, db_error, rfc3339,
+};
 
 /// Rows each retrieval pass takes from the full-text index, newest first,
 /// before they are ranked.
@@ -429,10 +431,11 @@ fn build_ranked_sql(backend: Backend, both: bool) -> String {
            SELECT id, agent, memory_key, pinned, recall_count, updated_ms, MAX(raw) AS raw \
            FROM ({passes}) passes GROUP BY id, agent, memory_key, pinned, recall_count, updated_ms), \
          page AS (SELECT id, agent, memory_key, raw, {score} AS score FROM hits \
-           ORDER BY score DESC, {} LIMIT CAST($8 AS INTEGER)) \
+           ORDER BY score DESC, {} {}) \
          SELECT {columns}, page.raw AS raw FROM page JOIN memories m ON {join} \
          ORDER BY page.score DESC, {}",
         ties(""),
+        bound_limit(8),
         ties("page.")
     )
 }
@@ -445,6 +448,7 @@ fn pass_sql(backend: Backend, expr: &str) -> String {
     let live = "AND m.org = $2 AND m.namespace = $3 AND m.deleted = 0 \
                 AND (m.expires_ms IS NULL OR m.expires_ms > $4) \
                 AND ($5 = '' OR m.agent = $5) AND ($6 = '' OR m.kind = $6)";
+    let limit = bound_limit(7);
     match backend {
         // FTS5 walks its index in rowid order and stops at the limit. Its
         // rowid is the memory's id negated (migration 0009), so that order
@@ -457,7 +461,7 @@ fn pass_sql(backend: Backend, expr: &str) -> String {
             "SELECT * FROM (SELECT {cols}, -loom_bm25(memories_fts, $9, d.sz, 2.0, 1.0, 0.5) AS raw \
              FROM memories_fts JOIN memories m ON m.id = -memories_fts.rowid \
              JOIN memories_fts_docsize d ON d.id = memories_fts.rowid \
-             WHERE memories_fts MATCH {expr} {live} ORDER BY memories_fts.rowid LIMIT CAST($7 AS INTEGER))"
+             WHERE memories_fts MATCH {expr} {live} ORDER BY memories_fts.rowid {limit})"
         ),
         // memories_by_update: read backwards, filtered, for common words;
         // the GIN index and a small sort for rare ones.
@@ -465,7 +469,7 @@ fn pass_sql(backend: Backend, expr: &str) -> String {
             "(SELECT {cols}, \
              CAST(10 * ts_rank(m.fts, websearch_to_tsquery('english', $1)) AS DOUBLE PRECISION) AS raw \
              FROM memories m WHERE m.fts @@ websearch_to_tsquery('english', {expr}) {live} \
-             ORDER BY m.updated_ms DESC LIMIT CAST($7 AS INTEGER))"
+             ORDER BY m.updated_ms DESC {limit})"
         ),
     }
 }

@@ -11,7 +11,8 @@ use super::model::{Memory, MemoryVersion};
 use super::usage::Served;
 use super::validate::labels_from_json;
 use crate::store::{
-    Backend, Bind, OneStep, PerBackend, Store, Values, all_rows, db_error, one_step_sql, rfc3339,
+    Backend, Bind, OneStep, PerBackend, Store, Values, all_rows, bound_limit, db_error,
+    one_step_sql, rfc3339,
 };
 
 /// The columns [`Row`] reads, in order.
@@ -654,7 +655,8 @@ pub async fn versions(
     sqlx::query_as::<_, VersionRow>(&format!(
         "SELECT {VERSION_COLUMNS} FROM memory_versions \
          WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version < $5 \
-         ORDER BY version DESC LIMIT CAST($6 AS INTEGER)"
+         ORDER BY version DESC {}",
+        bound_limit(6)
     ))
     .bind(&row.org)
     .bind(&row.namespace)
@@ -962,9 +964,7 @@ pub async fn list(
             before.to_string(),
         );
     }
-    sql.push_str(&format!(
-        " ORDER BY memory_key, agent LIMIT CAST(${n} AS INTEGER)"
-    ));
+    sql.push_str(&format!(" ORDER BY memory_key, agent {}", bound_limit(n)));
     let mut q = sqlx::query_as::<_, Row>(&sql)
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)

@@ -4,7 +4,7 @@ use loom_core::{OpCx, OpResult};
 use sqlx::AnyConnection;
 
 use super::model::Run;
-use crate::store::{db_error, rfc3339};
+use crate::store::{bound_limit, db_error, rfc3339};
 
 /// A `runs` row.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -58,7 +58,8 @@ pub async fn get(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> OpResult<
 /// The namespace's most recent runs, newest first.
 pub async fn recent(conn: &mut AnyConnection, cx: &OpCx, limit: i64) -> OpResult<Vec<Row>> {
     sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 ORDER BY started_ms DESC, run_id LIMIT CAST($3 AS INTEGER)"
+        "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 ORDER BY started_ms DESC, run_id {}",
+        bound_limit(3)
     ))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
@@ -211,7 +212,8 @@ pub async fn list(
 ) -> OpResult<Vec<Row>> {
     sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 AND ($3 = '' OR status = $3) \
-         ORDER BY started_ms DESC, run_id LIMIT CAST($4 AS INTEGER)"
+         ORDER BY started_ms DESC, run_id {}",
+        bound_limit(4)
     ))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)

@@ -17,11 +17,8 @@
 //! memories' readers their pages.
 //!
 //! SQL is written once with `$1` placeholders, which both backends accept;
-//! where the dialects differ, [`Backend`] picks the statement. A bound
-//! `LIMIT` is written `LIMIT CAST($n AS INTEGER)`: SQLite 3.51 (unlike
-//! 3.46) plans a bare `LIMIT $n` with the value bound and so prepares the
-//! statement again every time `$n` is bound, which cost a search a quarter
-//! of its CPU (memory::rank's tests check its statement).
+//! where the dialects differ, [`Backend`] picks the statement. A limit
+//! bound as a parameter is written by [`bound_limit`].
 
 mod access_cache;
 mod advice;
@@ -182,6 +179,15 @@ impl Store {
         self.writer.close().await;
         self.reader.close().await;
     }
+}
+
+/// `LIMIT` with parameter `$n` as the bound value, as every statement
+/// writes it: SQLite 3.51 (unlike 3.46) plans a bare `LIMIT $n` with the
+/// value bound and so prepares the statement again every time `$n` is
+/// bound, which cost a search a quarter of its CPU (memory::rank's tests
+/// check its statement); a cast is evaluated when the statement runs.
+pub(crate) fn bound_limit(n: usize) -> String {
+    format!("LIMIT CAST(${n} AS INTEGER)")
 }
 
 /// Milliseconds since the Unix epoch: how every timestamp is stored.
