@@ -535,7 +535,6 @@ mod tests {
         let reprepared = test
             .store
             .read_inline(|c| {
-                let mut stmt = c.prepare(sql)?;
                 for page in [10_i64, 20, 10] {
                     let values: [&dyn rusqlite::ToSql; 10] = [
                         &"\"deploy\" OR \"window\"",
@@ -549,15 +548,10 @@ mod tests {
                         &frequencies,
                         &"\"deploy\" AND \"window\"",
                     ];
-                    // `$n` by name: SQLite numbers them as they appear.
-                    for (n, value) in (1..).zip(values) {
-                        if let Some(at) = stmt.parameter_index(&format!("${n}"))? {
-                            stmt.raw_bind_parameter(at, value)?;
-                        }
-                    }
-                    let mut rows = stmt.raw_query();
-                    while rows.next()?.is_some() {}
+                    all_rows(c, sql, &values, |_| Ok(()))?;
                 }
+                // The statement all_rows ran, from the connection's cache.
+                let stmt = c.prepare_cached(sql)?;
                 Ok(stmt.get_status(rusqlite::StatementStatus::RePrepare))
             })
             .expect("inline reads on a SQLite file")
