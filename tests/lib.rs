@@ -172,7 +172,7 @@ impl TestServer {
 
     /// Counts rows with a query returning one BIGINT.
     pub async fn count(&self, sql: &str) -> i64 {
-        let (n,): (i64,) = sqlx::query_as(sql)
+        let (n,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_one(self.db.store.reader())
             .await
             .expect(sql);

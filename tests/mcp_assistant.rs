@@ -19,14 +19,14 @@ async fn seed(t: &TestServer, args: Value) {
 }
 
 async fn add_namespace(t: &TestServer, namespace: &str, restricted: bool) {
-    let sql = format!(
-        "INSERT INTO namespaces (org, namespace, restricted, created_ms) VALUES ('default', '{namespace}', {}, 0)",
-        if restricted { "TRUE" } else { "FALSE" }
-    );
-    sqlx::query(&sql)
-        .execute(t.db.store.writer())
-        .await
-        .expect(&sql);
+    sqlx::query(
+        "INSERT INTO namespaces (org, namespace, restricted, created_ms) VALUES ('default', $1, $2, 0)",
+    )
+    .bind(namespace)
+    .bind(restricted)
+    .execute(t.db.store.writer())
+    .await
+    .expect("insert a namespace");
 }
 
 fn ok(r: &Value) -> &Value {

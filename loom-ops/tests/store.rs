@@ -42,8 +42,8 @@ async fn sqlite_runs_in_wal_mode() {
 
 /// SQLite before 3.51.3 can lose committed pages when a checkpoint races a
 /// commit that starts the WAL over, the pattern the store's checkpoint
-/// thread and writers run all day (the workspace's `[patch.crates-io]`
-/// says why it is vendored). sqlx's connections and rusqlite's (the direct
+/// thread and writers run all day (the README's Reliability). sqlx's
+/// connections and rusqlite's (the direct
 /// writer, the inline readers) are one SQLite, and it is a fixed one.
 #[tokio::test]
 async fn sqlite_is_one_that_has_the_wal_reset_fix() {

@@ -220,7 +220,7 @@ async fn fresh_pg_schema(url: &str) -> String {
     sqlx::any::install_default_drivers();
     let schema = format!("loom_crash_{}", uuid_like());
     let pool = sqlx::AnyPool::connect(url).await.expect("PostgreSQL");
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&pool)
         .await
         .expect("create schema");

@@ -5,7 +5,7 @@ use loom_core::{OpCx, OpResult, loom_op};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::store::{Store, bound_limit, db_error, rfc3339};
+use crate::store::{Store, db_error, rfc3339};
 
 /// Reads the newest audit rows of a namespace.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -78,12 +78,11 @@ type AuditTuple = (i64, String, String, String, String, String, String, i64);
 async fn list(cx: &OpCx, input: AuditListInput) -> OpResult<AuditList> {
     let store = cx.service::<Store>()?;
     let limit = i64::from(input.limit.unwrap_or(100).clamp(1, 1000));
-    let rows: Vec<AuditTuple> = sqlx::query_as(&format!(
+    let rows: Vec<AuditTuple> = sqlx::query_as(
         "SELECT id, subject, agent, op, args_digest, outcome, request_id, at_ms FROM audit_log \
          WHERE org = $1 AND namespace = $2 AND ($3 = '' OR op = $3) AND id < $4 \
-         ORDER BY id DESC {}",
-        bound_limit(5)
-    ))
+         ORDER BY id DESC LIMIT $5",
+    )
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
     .bind(input.op.unwrap_or_default())

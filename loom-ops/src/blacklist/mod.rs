@@ -41,11 +41,11 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
     let added = store::insert(tx.conn(), cx, pattern, now).await?;
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
     if input.sweep {
-        let rows: Vec<Row> = sqlx::query_as(&format!(
+        let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {} FROM memories WHERE org = $1 AND namespace = $2 AND deleted = 0 \
              AND (expires_ms IS NULL OR expires_ms > $3) ORDER BY memory_key, agent",
             memories::COLUMNS
-        ))
+        )))
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
         .bind(now)

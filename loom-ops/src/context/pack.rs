@@ -14,7 +14,7 @@ use crate::memory::rank::{self, SearchFilter};
 use crate::memory::read::record_exposures;
 use crate::memory::store::{COLUMNS, Row};
 use crate::scope::require_namespace;
-use crate::store::{Store, bound_limit, db_error, now_ms};
+use crate::store::{Store, db_error, now_ms};
 
 const MATCHES: usize = rank::LARGEST_PAGE as usize;
 const PINNED: i64 = 20;
@@ -62,11 +62,10 @@ pub async fn pack(store: &Store, cx: &OpCx, input: ContextPackInput) -> OpResult
         now,
     )
     .await?;
-    let pinned: Vec<Row> = sqlx::query_as(&format!(
+    let pinned: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND pinned = 1 AND deleted = 0 \
-         AND (expires_ms IS NULL OR expires_ms > $3) ORDER BY updated_ms DESC, memory_key {}",
-        bound_limit(4)
-    ))
+         AND (expires_ms IS NULL OR expires_ms > $3) ORDER BY updated_ms DESC, memory_key LIMIT $4"
+    )))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
     .bind(now)

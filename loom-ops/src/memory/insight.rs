@@ -16,7 +16,7 @@ use super::write::not_found;
 use crate::scope::require_namespace;
 use crate::store::{Store, db_error, now_ms, rfc3339};
 
-async fn count(conn: &mut sqlx::AnyConnection, sql_text: &str, row: &Row) -> OpResult<i64> {
+async fn count(conn: &mut sqlx::AnyConnection, sql_text: &'static str, row: &Row) -> OpResult<i64> {
     let (n,): (i64,) = sqlx::query_as(sql_text)
         .bind(&row.org)
         .bind(&row.namespace)
@@ -194,10 +194,10 @@ pub async fn aggregate(store: &Store, cx: &OpCx, input: MemoryAggregate) -> OpRe
     cx.service::<UsageLog>()?.flush().await;
     let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
-    let rows: Vec<Row> = sqlx::query_as(&format!(
+    let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND deleted = 0 \
          AND (expires_ms IS NULL OR expires_ms > $3) AND ($4 = '' OR agent = $4)"
-    ))
+    )))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
     .bind(now_ms())

@@ -27,9 +27,7 @@ use serde::Serialize;
 use sqlx::AnyConnection;
 
 use super::store::{COLUMNS, Row};
-use crate::store::{
-    Backend, Bind, PerBackend, Store, Values, all_rows, bound_limit, db_error, rfc3339,
-};
+use crate::store::{Backend, Bind, PerBackend, Store, Values, all_rows, db_error, rfc3339};
 
 /// Rows each retrieval pass takes from the full-text index, newest first,
 /// before they are ranked.
@@ -431,11 +429,10 @@ fn build_ranked_sql(backend: Backend, both: bool) -> String {
            SELECT id, agent, memory_key, pinned, recall_count, updated_ms, MAX(raw) AS raw \
            FROM ({passes}) passes GROUP BY id, agent, memory_key, pinned, recall_count, updated_ms), \
          page AS (SELECT id, agent, memory_key, raw, {score} AS score FROM hits \
-           ORDER BY score DESC, {} {}) \
+           ORDER BY score DESC, {} LIMIT $8) \
          SELECT {columns}, page.raw AS raw FROM page JOIN memories m ON {join} \
          ORDER BY page.score DESC, {}",
         ties(""),
-        bound_limit(8),
         ties("page.")
     )
 }
@@ -448,7 +445,6 @@ fn pass_sql(backend: Backend, expr: &str) -> String {
     let live = "AND m.org = $2 AND m.namespace = $3 AND m.deleted = 0 \
                 AND (m.expires_ms IS NULL OR m.expires_ms > $4) \
                 AND ($5 = '' OR m.agent = $5) AND ($6 = '' OR m.kind = $6)";
-    let limit = bound_limit(7);
     match backend {
         // FTS5 walks its index in rowid order and stops at the limit. Its
         // rowid is the memory's id negated (migration 0009), so that order
@@ -461,7 +457,7 @@ fn pass_sql(backend: Backend, expr: &str) -> String {
             "SELECT * FROM (SELECT {cols}, -loom_bm25(memories_fts, $9, d.sz, 2.0, 1.0, 0.5) AS raw \
              FROM memories_fts JOIN memories m ON m.id = -memories_fts.rowid \
              JOIN memories_fts_docsize d ON d.id = memories_fts.rowid \
-             WHERE memories_fts MATCH {expr} {live} ORDER BY memories_fts.rowid {limit})"
+             WHERE memories_fts MATCH {expr} {live} ORDER BY memories_fts.rowid LIMIT $7)"
         ),
         // memories_by_update: read backwards, filtered, for common words;
         // the GIN index and a small sort for rare ones.
@@ -469,7 +465,7 @@ fn pass_sql(backend: Backend, expr: &str) -> String {
             "(SELECT {cols}, \
              CAST(10 * ts_rank(m.fts, websearch_to_tsquery('english', $1)) AS DOUBLE PRECISION) AS raw \
              FROM memories m WHERE m.fts @@ websearch_to_tsquery('english', {expr}) {live} \
-             ORDER BY m.updated_ms DESC {limit})"
+             ORDER BY m.updated_ms DESC LIMIT $7)"
         ),
     }
 }
@@ -522,10 +518,11 @@ mod tests {
     }
 
     /// The ranking statement stays prepared from one search to the next,
-    /// whatever its page size: SQLite 3.51 (unlike 3.46) re-prepares a
-    /// statement whose LIMIT is a bare parameter each time that parameter
-    /// is bound, which made every search parse and plan it again (a
-    /// quarter of the server's CPU under the search benchmark,
+    /// whatever its page size: unless built with `SQLITE_ENABLE_QPSG`,
+    /// SQLite 3.51 and later plan it with some of the values bound (its
+    /// `LIMIT $8`; in 3.54 also `m.org = $2`) and re-prepare it each time
+    /// they are bound again, which made every search parse and plan it
+    /// anew (a quarter of the server's CPU under the search benchmark,
     /// bench/RESULTS.md).
     #[tokio::test]
     async fn the_ranking_statement_is_not_prepared_again_for_each_search() {

@@ -11,8 +11,7 @@ use super::model::{Memory, MemoryVersion};
 use super::usage::Served;
 use super::validate::labels_from_json;
 use crate::store::{
-    Backend, Bind, OneStep, PerBackend, Store, Values, all_rows, bound_limit, db_error,
-    one_step_sql, rfc3339,
+    Backend, Bind, OneStep, PerBackend, Store, Values, all_rows, db_error, one_step_sql, rfc3339,
 };
 
 /// The columns [`Row`] reads, in order.
@@ -90,7 +89,7 @@ pub async fn own(
     agent: &str,
     key: &str,
 ) -> OpResult<Option<Row>> {
-    sqlx::query_as::<_, Row>(&OWN)
+    sqlx::query_as::<_, Row>(OWN.as_str())
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
         .bind(agent)
@@ -172,7 +171,7 @@ pub async fn resolve_with_run(
     now: i64,
     include_dead: bool,
 ) -> OpResult<Option<RowWithRun>> {
-    sqlx::query_as::<_, RowWithRun>(&RESOLVE_WITH_RUN)
+    sqlx::query_as::<_, RowWithRun>(RESOLVE_WITH_RUN.as_str())
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
         .bind(key)
@@ -652,12 +651,11 @@ pub async fn versions(
     before: i64,
     limit: i64,
 ) -> OpResult<Vec<VersionRow>> {
-    sqlx::query_as::<_, VersionRow>(&format!(
+    sqlx::query_as::<_, VersionRow>(sqlx::AssertSqlSafe(format!(
         "SELECT {VERSION_COLUMNS} FROM memory_versions \
          WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version < $5 \
-         ORDER BY version DESC {}",
-        bound_limit(6)
-    ))
+         ORDER BY version DESC LIMIT $6"
+    )))
     .bind(&row.org)
     .bind(&row.namespace)
     .bind(&row.agent)
@@ -698,10 +696,10 @@ pub async fn version_at(
     .await
     .map_err(db_error)?;
     let Some(hit) = hit else { return Ok(None) };
-    let row = sqlx::query_as::<_, VersionRow>(&format!(
+    let row = sqlx::query_as::<_, VersionRow>(sqlx::AssertSqlSafe(format!(
         "SELECT {VERSION_COLUMNS} FROM memory_versions \
          WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $5"
-    ))
+    )))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
     .bind(&hit.agent)
@@ -964,8 +962,8 @@ pub async fn list(
             before.to_string(),
         );
     }
-    sql.push_str(&format!(" ORDER BY memory_key, agent {}", bound_limit(n)));
-    let mut q = sqlx::query_as::<_, Row>(&sql)
+    sql.push_str(&format!(" ORDER BY memory_key, agent LIMIT ${n}"));
+    let mut q = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql))
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
         .bind(now)

@@ -4,7 +4,7 @@ use loom_core::{OpCx, OpResult};
 use sqlx::AnyConnection;
 
 use super::model::Namespace;
-use crate::store::{bound_limit, db_error, now_ms, rfc3339};
+use crate::store::{db_error, now_ms, rfc3339};
 
 #[derive(sqlx::FromRow)]
 struct Row {
@@ -42,8 +42,8 @@ pub async fn list(
         }
         sql.push_str(&format!(" AND n.namespace IN ({})", marks.join(", ")));
     }
-    sql.push_str(&format!(" ORDER BY n.namespace {}", bound_limit(5)));
-    let mut q = sqlx::query_as::<_, Row>(&sql)
+    sql.push_str(" ORDER BY n.namespace LIMIT $5");
+    let mut q = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql))
         .bind(now_ms())
         .bind(&cx.scope.org)
         .bind(after)

@@ -4,7 +4,7 @@ use loom_core::{OpCx, OpResult};
 use sqlx::AnyConnection;
 
 use super::model::Run;
-use crate::store::{bound_limit, db_error, rfc3339};
+use crate::store::{db_error, rfc3339};
 
 /// A `runs` row.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -44,9 +44,9 @@ impl Row {
 
 /// One run of the namespace.
 pub async fn get(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> OpResult<Option<Row>> {
-    sqlx::query_as(&format!(
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 AND run_id = $3"
-    ))
+    )))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
     .bind(run_id)
@@ -57,10 +57,9 @@ pub async fn get(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> OpResult<
 
 /// The namespace's most recent runs, newest first.
 pub async fn recent(conn: &mut AnyConnection, cx: &OpCx, limit: i64) -> OpResult<Vec<Row>> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 ORDER BY started_ms DESC, run_id {}",
-        bound_limit(3)
-    ))
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 ORDER BY started_ms DESC, run_id LIMIT $3"
+    )))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
     .bind(limit)
@@ -210,11 +209,10 @@ pub async fn list(
     status: Option<&str>,
     limit: i64,
 ) -> OpResult<Vec<Row>> {
-    sqlx::query_as(&format!(
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 AND ($3 = '' OR status = $3) \
-         ORDER BY started_ms DESC, run_id {}",
-        bound_limit(4)
-    ))
+         ORDER BY started_ms DESC, run_id LIMIT $4"
+    )))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
     .bind(status.unwrap_or(""))

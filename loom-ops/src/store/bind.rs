@@ -26,7 +26,7 @@ impl<'q> Bind<'q> for AnyQuery<'q> {
     }
 }
 
-impl<'q, O> Bind<'q> for sqlx::query::QueryAs<'q, Any, O, sqlx::any::AnyArguments<'q>> {
+impl<'q, O> Bind<'q> for sqlx::query::QueryAs<'q, Any, O, sqlx::any::AnyArguments> {
     fn arg<T>(self, value: T) -> Self
     where
         T: 'q + Send + sqlx::Encode<'q, Any> + sqlx::Type<Any> + ToSql,
@@ -60,7 +60,13 @@ impl<'q> Bind<'q> for Values {
         T: 'q + Send + sqlx::Encode<'q, Any> + sqlx::Type<Any> + ToSql,
     {
         match value.to_sql() {
-            Ok(ToSqlOutput::Borrowed(v)) => self.values.push(v.into()),
+            Ok(ToSqlOutput::Borrowed(v)) => match Value::try_from(v) {
+                Ok(v) => self.values.push(v),
+                Err(e) => {
+                    self.fault.get_or_insert_with(|| e.to_string());
+                    self.values.push(Value::Null);
+                }
+            },
             Ok(ToSqlOutput::Owned(v)) => self.values.push(v),
             Ok(other) => {
                 self.fault

@@ -160,7 +160,10 @@ impl Inline {
     /// Runs `read` on an idle connection (opened when there is none).
     /// `None`: the file is busy (see the module doc), the read was
     /// interrupted ([`Store::read_inline_within`]) or the store closed.
-    fn run<T>(&self, read: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Option<OpResult<T>> {
+    fn run<T>(
+        &self,
+        read: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Option<OpResult<T>> {
         if self.closed.load(Ordering::Acquire) {
             return None;
         }
@@ -184,7 +187,7 @@ impl Inline {
         // only hold a place in the WAL while the connection idles, which
         // stops the writer from starting the WAL over.
         let keep = std::mem::replace(&mut reader.last_taken, commits) == commits;
-        let out = reader.begin(commits).and_then(|()| read(&reader.conn));
+        let out = reader.begin(commits).and_then(|()| read(&mut reader.conn));
         let stale = self.commits.load(Ordering::Acquire) != commits;
         let usable = (out.is_ok() && keep && !stale) || reader.end();
         let out = match out {
@@ -307,7 +310,7 @@ impl Store {
         &self,
         read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Option<OpResult<T>> {
-        self.inline.as_ref()?.run(read)
+        self.inline.as_ref()?.run(|conn| read(conn))
     }
 
     /// [`Store::read_inline`] for a statement that usually costs little but
@@ -321,10 +324,10 @@ impl Store {
     ) -> Option<OpResult<T>> {
         self.inline.as_ref()?.run(|conn| {
             let started = Instant::now();
-            conn.progress_handler(PROGRESS_STEPS, Some(move || started.elapsed() > budget));
+            conn.progress_handler(PROGRESS_STEPS, Some(move || started.elapsed() > budget))?;
             let out = read(conn);
-            conn.progress_handler(0, None::<fn() -> bool>);
-            out
+            // Setting a handler fails only when SQLite cannot allocate.
+            conn.progress_handler(0, None::<fn() -> bool>).and(out)
         })
     }
 }

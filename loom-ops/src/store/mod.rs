@@ -17,8 +17,10 @@
 //! memories' readers their pages.
 //!
 //! SQL is written once with `$1` placeholders, which both backends accept;
-//! where the dialects differ, [`Backend`] picks the statement. A limit
-//! bound as a parameter is written by [`bound_limit`].
+//! where the dialects differ, [`Backend`] picks the statement. SQLite is
+//! built with `SQLITE_ENABLE_QPSG` (`.cargo/config.toml`), so no plan
+//! depends on the values bound and a cached statement is never prepared
+//! again because a parameter changed.
 
 mod access_cache;
 mod advice;
@@ -179,15 +181,6 @@ impl Store {
         self.writer.close().await;
         self.reader.close().await;
     }
-}
-
-/// `LIMIT` with parameter `$n` as the bound value, as every statement
-/// writes it: SQLite 3.51 (unlike 3.46) plans a bare `LIMIT $n` with the
-/// value bound and so prepares the statement again every time `$n` is
-/// bound, which cost a search a quarter of its CPU (memory::rank's tests
-/// check its statement); a cast is evaluated when the statement runs.
-pub(crate) fn bound_limit(n: usize) -> String {
-    format!("LIMIT CAST(${n} AS INTEGER)")
 }
 
 /// Milliseconds since the Unix epoch: how every timestamp is stored.

@@ -25,7 +25,7 @@ use super::{Backend, db_error};
 const ROWS_PER_STATEMENT: usize = 64;
 
 /// A statement with its parameters bound so far.
-pub(crate) type AnyQuery<'q> = Query<'q, Any, AnyArguments<'q>>;
+pub(crate) type AnyQuery<'q> = Query<'q, Any, AnyArguments>;
 
 /// The `VALUES` rows of a multi-row statement whose every parameter is in
 /// the list, in order: `rows` tuples of `cols` parameters, written as
@@ -86,7 +86,9 @@ pub(crate) async fn execute_chunked<T>(
     let backend = Backend::of(conn);
     for chunk in pow2_chunks(rows, ROWS_PER_STATEMENT) {
         let sql = statement(&values_list(backend, chunk.len(), cols));
-        let query = chunk.iter().fold(sqlx::query(&sql), &bind);
+        let query = chunk
+            .iter()
+            .fold(sqlx::query(sqlx::AssertSqlSafe(sql)), &bind);
         query.execute(&mut *conn).await.map_err(db_error)?;
     }
     Ok(())

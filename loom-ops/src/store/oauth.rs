@@ -449,10 +449,10 @@ impl Store {
 
     /// Stores a refresh token.
     pub async fn oauth_refresh_add(&self, r: &RefreshRow) -> OpResult<()> {
-        sqlx::query(&format!(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO oauth_refresh_tokens ({REFRESH_COLUMNS}, created_ms) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
-        ))
+        )))
         .bind(&r.token_hash)
         .bind(&r.family_id)
         .bind(&r.client_id)
@@ -473,9 +473,9 @@ impl Store {
 
     /// A refresh token by hash.
     pub async fn oauth_refresh(&self, token_hash: &str) -> OpResult<Option<RefreshRow>> {
-        let row: Option<RefreshTuple> = sqlx::query_as(&format!(
+        let row: Option<RefreshTuple> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {REFRESH_COLUMNS} FROM oauth_refresh_tokens WHERE token_hash = $1"
-        ))
+        )))
         .bind(token_hash)
         .fetch_optional(self.writer())
         .await

@@ -238,49 +238,50 @@ impl Store {
         let (ping_after_idle, lifetime) = (options.ping_after_idle, options.connection_lifetime);
         // `sqlite_extra`: pragmas for one pool's connections on SQLite;
         // `attach`: the telemetry file's attach for them.
-        let setup = move |schema: Option<String>,
-                          sqlite_extra: &'static str,
-                          attach: Option<Attach>| {
-            AnyPoolOptions::new()
-                .acquire_timeout(options.acquire_timeout)
-                .max_lifetime(lifetime)
-                // Not sqlx's ping on every acquire: see PING_AFTER_IDLE.
-                .test_before_acquire(false)
-                .before_acquire(move |conn, meta| {
-                    Box::pin(async move {
-                        if backend == Backend::Postgres && meta.idle_for >= ping_after_idle {
-                            // An error here discards the connection; the
-                            // pool hands out another or opens a new one.
-                            conn.ping().await?;
-                        }
-                        Ok(true)
-                    })
-                })
-                .after_connect(move |conn, _meta| {
-                    let schema = schema.clone();
-                    let attach = attach.clone();
-                    Box::pin(async move {
-                        match backend {
-                            Backend::Sqlite => {
-                                conn.execute(SQLITE_SETTINGS).await?;
-                                if let Some(attach) = attach {
-                                    attach.run(conn).await?;
-                                }
-                                if !sqlite_extra.is_empty() {
-                                    conn.execute(sqlite_extra).await?;
-                                }
+        let setup =
+            move |schema: Option<String>, sqlite_extra: &'static str, attach: Option<Attach>| {
+                AnyPoolOptions::new()
+                    .acquire_timeout(options.acquire_timeout)
+                    .max_lifetime(lifetime)
+                    // Not sqlx's ping on every acquire: see PING_AFTER_IDLE.
+                    .test_before_acquire(false)
+                    .before_acquire(move |conn, meta| {
+                        Box::pin(async move {
+                            if backend == Backend::Postgres && meta.idle_for >= ping_after_idle {
+                                // An error here discards the connection; the
+                                // pool hands out another or opens a new one.
+                                conn.ping().await?;
                             }
-                            Backend::Postgres => {
-                                if let Some(schema) = schema {
-                                    conn.execute(format!("SET search_path TO {schema}").as_str())
+                            Ok(true)
+                        })
+                    })
+                    .after_connect(move |conn, _meta| {
+                        let schema = schema.clone();
+                        let attach = attach.clone();
+                        Box::pin(async move {
+                            match backend {
+                                Backend::Sqlite => {
+                                    conn.execute(SQLITE_SETTINGS).await?;
+                                    if let Some(attach) = attach {
+                                        attach.run(conn).await?;
+                                    }
+                                    if !sqlite_extra.is_empty() {
+                                        conn.execute(sqlite_extra).await?;
+                                    }
+                                }
+                                Backend::Postgres => {
+                                    if let Some(schema) = schema {
+                                        conn.execute(sqlx::AssertSqlSafe(format!(
+                                            "SET search_path TO {schema}"
+                                        )))
                                         .await?;
+                                    }
                                 }
                             }
-                        }
-                        Ok(())
+                            Ok(())
+                        })
                     })
-                })
-        };
+            };
         if let (Backend::Postgres, Some(schema)) = (backend, &schema) {
             let admin = AnyPoolOptions::new()
                 .max_connections(1)
@@ -288,7 +289,9 @@ impl Store {
                 .await
                 .map_err(|e| format!("cannot connect to the database: {e}"))?;
             admin
-                .execute(format!("CREATE SCHEMA IF NOT EXISTS {schema}").as_str())
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "CREATE SCHEMA IF NOT EXISTS {schema}"
+                )))
                 .await
                 .map_err(|e| format!("cannot create schema {schema}: {e}"))?;
             admin.close().await;

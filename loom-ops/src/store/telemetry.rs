@@ -115,9 +115,11 @@ impl Attach {
     /// Attaches the file to `conn`; a failure names the file (the store's
     /// own file opened fine).
     pub(super) async fn run(&self, conn: &mut sqlx::AnyConnection) -> Result<(), sqlx::Error> {
-        conn.execute(&*self.statements).await.map_err(|e| {
-            sqlx::Error::Configuration(format!("the telemetry file {}: {e}", self.file).into())
-        })?;
+        conn.execute(sqlx::AssertSqlSafe(self.statements.clone()))
+            .await
+            .map_err(|e| {
+                sqlx::Error::Configuration(format!("the telemetry file {}: {e}", self.file).into())
+            })?;
         Ok(())
     }
 }
@@ -160,7 +162,9 @@ impl Store {
                 let made = saved.ok_or_else(|| {
                     format!("the telemetry file holds no {table}, and the store keeps no definition of it")
                 })?;
-                conn.execute(made.as_str()).await.map_err(failed)?;
+                conn.execute(sqlx::AssertSqlSafe(made))
+                    .await
+                    .map_err(failed)?;
                 tracing::warn!(
                     table,
                     "the telemetry file held no such table: made it again, empty"
@@ -184,10 +188,10 @@ async fn schema_of(
     schema: &str,
     table: &str,
 ) -> Result<Vec<(String, String, String)>, sqlx::Error> {
-    sqlx::query_as(&format!(
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT type, name, sql FROM {schema}.sqlite_master \
          WHERE tbl_name = $1 AND sql IS NOT NULL ORDER BY type = 'index', name"
-    ))
+    )))
     .bind(table)
     .fetch_all(conn)
     .await
@@ -233,11 +237,13 @@ async fn move_table(
          INSERT INTO {SCHEMA}.{table} SELECT * FROM main.{table}"
     );
     in_transaction(conn, async |conn: &mut sqlx::AnyConnection| {
-        conn.execute(copy.as_str()).await.map(drop)
+        conn.execute(sqlx::AssertSqlSafe(copy.clone()))
+            .await
+            .map(drop)
     })
     .await?;
     in_transaction(conn, async |conn: &mut sqlx::AnyConnection| {
-        conn.execute(format!("DROP TABLE main.{table}").as_str())
+        conn.execute(sqlx::AssertSqlSafe(format!("DROP TABLE main.{table}")))
             .await?;
         save(conn, table, made).await
     })

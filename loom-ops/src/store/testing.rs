@@ -77,9 +77,9 @@ fn drop_schema(url: String, schema: String) {
             .execute(&mut conn)
             .await
             .ok()?;
-            sqlx::raw_sql(&format!(
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
                 "SET lock_timeout = '2s'; DROP SCHEMA IF EXISTS {schema} CASCADE"
-            ))
+            )))
             .execute(&mut conn)
             .await
             .ok()?;

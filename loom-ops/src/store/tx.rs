@@ -240,7 +240,7 @@ pub(crate) async fn insert_audit(
 }
 
 /// `sql` (which starts with [`INSERT_AUDIT`]) with the call's audit row bound.
-fn audit_row<'q>(sql: &'q str, cx: &'q OpCx, outcome: &'q str) -> AnyQuery<'q> {
+fn audit_row<'q>(sql: &'static str, cx: &'q OpCx, outcome: &'q str) -> AnyQuery<'q> {
     audit_args(sqlx::query(sql), cx, outcome)
 }
 

@@ -188,7 +188,7 @@ impl Harness {
     /// is written.
     pub async fn count(&self, sql: &str) -> i64 {
         self.flush_usage().await;
-        let (n,): (i64,) = sqlx::query_as(sql)
+        let (n,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_one(self.store().reader())
             .await
             .unwrap();

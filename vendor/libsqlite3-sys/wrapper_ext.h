@@ -1,2 +1,0 @@
-#include "sqlite3ext.h"
-
