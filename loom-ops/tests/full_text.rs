@@ -160,6 +160,88 @@ async fn a_quiet_index_grown_by_rewrites_is_merged_though_in_few_segments() {
     assert_eq!((hits("omega7").await, hits("alpha7").await), (1, 0));
 }
 
+/// Rows the last write of a burst left queued are handed to the index
+/// before the merge: the first merge step would hand them over anyway (every
+/// write does), and their segments would read as someone else's write and
+/// stop the merge.
+#[tokio::test]
+async fn rows_left_queued_are_indexed_before_the_merge() {
+    let h = without_automerge().await;
+    // Small pages, so that the merge takes more than one step.
+    common::full_text_setting(&h, "pgsz", 64).await;
+    for i in 0..10 {
+        let words = (0..100).map(|w| format!("w{i}x{w}")).collect::<Vec<_>>();
+        set(&h, &format!("k{i}"), &words.join(" ")).await;
+    }
+    let mut watch = FullTextWatch::default();
+    assert_eq!(look(&h, &mut watch).await, None);
+    h.call(
+        "memory.set",
+        json!({"memory_key": "last", "content": "deploy quokka"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(look(&h, &mut watch).await, None, "written since");
+    let merged = look(&h, &mut watch).await.expect("merged");
+    assert_eq!((merged.to, merged.interrupted), (1, false));
+    assert!(merged.steps > 1, "{merged:?}");
+    assert_eq!(segments(&h).await, 1);
+    assert_eq!(h.search_keys("quokka").await, ["last"]);
+}
+
+/// A restarted server counts the index's growth from the clean size the
+/// store kept at the last merge, not from what it first sees: restarted
+/// after a burst of rewrites, it merges them once the store is quiet.
+#[tokio::test]
+async fn a_restarted_server_merges_an_index_grown_since_the_last_merge() {
+    let h = without_automerge().await;
+    common::full_text_setting(&h, "pgsz", 64).await;
+    let words = |tag: &str| {
+        (0..150)
+            .map(|i| format!("{tag}{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    set(&h, "long", &words("alpha")).await;
+    set(&h, "short", "deploy").await;
+    let mut watch = FullTextWatch::default();
+    assert_eq!(look(&h, &mut watch).await, None);
+    // Two segments, nothing grown: left alone, and the size kept.
+    assert_eq!(look(&h, &mut watch).await, None);
+    let kept = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT value FROM settings WHERE name = 'full_text.clean_pages'",
+        )
+        .fetch_one(h.store().reader())
+        .await
+        .unwrap()
+        .parse::<i64>()
+        .unwrap()
+    };
+    let before = kept().await;
+    assert!(before > 0);
+
+    // The server stops right after a rewrite that about doubles the pages.
+    drop(watch);
+    set(&h, "long", &words("omega")).await;
+    assert_eq!(segments(&h).await, 3);
+
+    // The next server's first look remembers, its second merges.
+    let mut watch = FullTextWatch::default();
+    assert_eq!(look(&h, &mut watch).await, None);
+    let merged = look(&h, &mut watch).await.expect("merged");
+    assert_eq!((merged.from, merged.to, merged.interrupted), (3, 1, false));
+    integrity_check(&h).await;
+    // The merged size is the one kept from then on.
+    let after = kept().await;
+    assert_ne!(after, before);
+    let mut watch = FullTextWatch::default();
+    for _ in 0..2 {
+        assert_eq!(look(&h, &mut watch).await, None);
+    }
+    assert_eq!(kept().await, after);
+}
+
 #[tokio::test]
 async fn postgresql_has_no_full_text_merging() {
     for h in common::all().await {
