@@ -20,6 +20,15 @@ const MATCHES: usize = rank::LARGEST_PAGE as usize;
 const PINNED: i64 = 20;
 const RUNS: i64 = 3;
 
+/// The namespace's pinned live memories, newest first: read, on SQLite,
+/// from the index of pinned rows alone (migration 0016).
+static PINNED_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND pinned = 1 AND deleted = 0 \
+         AND (expires_ms IS NULL OR expires_ms > $3) ORDER BY updated_ms DESC, memory_key LIMIT $4"
+    )
+});
+
 /// Estimated tokens of a text: characters / 4, rounded up.
 pub fn tokens(text: &str) -> i64 {
     (text.chars().count() as i64 + 3) / 4
@@ -62,17 +71,14 @@ pub async fn pack(store: &Store, cx: &OpCx, input: ContextPackInput) -> OpResult
         now,
     )
     .await?;
-    let pinned: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND pinned = 1 AND deleted = 0 \
-         AND (expires_ms IS NULL OR expires_ms > $3) ORDER BY updated_ms DESC, memory_key LIMIT $4"
-    )))
-    .bind(&cx.scope.org)
-    .bind(&cx.scope.namespace)
-    .bind(now)
-    .bind(PINNED)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(db_error)?;
+    let pinned: Vec<Row> = sqlx::query_as(PINNED_SQL.as_str())
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(now)
+        .bind(PINNED)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_error)?;
     let runs = crate::run::store::recent(&mut conn, cx, RUNS).await?;
     drop(conn);
 
@@ -139,4 +145,36 @@ pub async fn pack(store: &Store, cx: &OpCx, input: ContextPackInput) -> OpResult
         items,
         left_out,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pinned memories come from the index of pinned rows, newest
+    /// first: no scan of the namespace; only a tie of times is sorted (by
+    /// key).
+    #[tokio::test]
+    async fn pinned_memories_are_read_from_their_own_index_in_order() {
+        let test = crate::store::testing::sqlite().await;
+        let plan = test
+            .store
+            .read_inline(|c| {
+                let mut plan = c.prepare(&format!("EXPLAIN QUERY PLAN {}", *PINNED_SQL))?;
+                plan.query_map(
+                    rusqlite::params!["default", "default", 0_i64, PINNED],
+                    |row| row.get::<_, String>(3),
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .expect("inline reads on a SQLite file")
+            .unwrap();
+        assert_eq!(
+            plan,
+            [
+                "SEARCH memories USING INDEX memories_pinned_by_update (org=? AND namespace=?)",
+                "USE TEMP B-TREE FOR LAST TERM OF ORDER BY"
+            ]
+        );
+    }
 }
