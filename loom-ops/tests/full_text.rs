@@ -15,6 +15,22 @@ async fn without_automerge() -> common::Harness {
     h
 }
 
+/// [`without_automerge`] with small index pages, so that one memory's
+/// words fill many and a merge takes more than one step.
+async fn small_pages() -> common::Harness {
+    let h = without_automerge().await;
+    common::full_text_setting(&h, "pgsz", 64).await;
+    h
+}
+
+/// A long text: 150 words, `tag` and a number each.
+fn words(tag: &str) -> String {
+    (0..150)
+        .map(|i| format!("{tag}{i}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// `memory.set`, then its rows handed to the index as a search would
 /// hand them: a segment of its own.
 async fn set(h: &common::Harness, key: &str, content: &str) {
@@ -100,15 +116,7 @@ async fn an_index_written_between_two_looks_is_left_alone() {
 /// segments stay few, and a quiet index grown by a quarter is merged.
 #[tokio::test]
 async fn a_quiet_index_grown_by_rewrites_is_merged_though_in_few_segments() {
-    let h = without_automerge().await;
-    // Small index pages, so that one memory's words fill many.
-    common::full_text_setting(&h, "pgsz", 64).await;
-    let words = |tag: &str| {
-        (0..150)
-            .map(|i| format!("{tag}{i}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let h = small_pages().await;
     let mut watch = FullTextWatch::default();
     set(&h, "long", &words("alpha")).await;
     assert_eq!(look(&h, &mut watch).await, None);
@@ -166,12 +174,9 @@ async fn a_quiet_index_grown_by_rewrites_is_merged_though_in_few_segments() {
 /// stop the merge.
 #[tokio::test]
 async fn rows_left_queued_are_indexed_before_the_merge() {
-    let h = without_automerge().await;
-    // Small pages, so that the merge takes more than one step.
-    common::full_text_setting(&h, "pgsz", 64).await;
+    let h = small_pages().await;
     for i in 0..10 {
-        let words = (0..100).map(|w| format!("w{i}x{w}")).collect::<Vec<_>>();
-        set(&h, &format!("k{i}"), &words.join(" ")).await;
+        set(&h, &format!("k{i}"), &words(&format!("w{i}x"))).await;
     }
     let mut watch = FullTextWatch::default();
     assert_eq!(look(&h, &mut watch).await, None);
@@ -194,14 +199,7 @@ async fn rows_left_queued_are_indexed_before_the_merge() {
 /// after a burst of rewrites, it merges them once the store is quiet.
 #[tokio::test]
 async fn a_restarted_server_merges_an_index_grown_since_the_last_merge() {
-    let h = without_automerge().await;
-    common::full_text_setting(&h, "pgsz", 64).await;
-    let words = |tag: &str| {
-        (0..150)
-            .map(|i| format!("{tag}{i}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let h = small_pages().await;
     set(&h, "long", &words("alpha")).await;
     set(&h, "short", "deploy").await;
     let mut watch = FullTextWatch::default();
