@@ -309,6 +309,8 @@ impl Store {
         if !merged.interrupted {
             watch.merged();
             self.save_clean_pages(watch).await?;
+            // The merge read and wrote the whole index through the writer.
+            self.release_writer_pages().await.map_err(db_error)?;
         }
         Ok(Some(merged))
     }
