@@ -318,12 +318,10 @@ impl Store {
     /// The clean size the store keeps ([`CLEAN_PAGES`]); `None` before
     /// the first look of any server at the index.
     async fn saved_clean_pages(&self) -> OpResult<Option<i64>> {
-        let value: Option<String> =
-            sqlx::query_scalar("SELECT value FROM settings WHERE name = $1")
-                .bind(CLEAN_PAGES)
-                .fetch_optional(self.reader())
-                .await
-                .map_err(db_error)?;
+        let mut conn = self.read().await?;
+        let value = super::settings::read(&mut conn, CLEAN_PAGES)
+            .await
+            .map_err(db_error)?;
         // A value this code did not write counts as none: the size is then
         // counted from what this server sees.
         Ok(value.and_then(|v| v.parse().ok()))
@@ -337,16 +335,9 @@ impl Store {
             return Ok(());
         };
         let mut tx = self.begin_write().await?;
-        sqlx::query(
-            "INSERT INTO settings (name, value, created_ms) VALUES ($1, $2, $3) \
-             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-        )
-        .bind(CLEAN_PAGES)
-        .bind(pages.to_string())
-        .bind(super::now_ms())
-        .execute(tx.conn())
-        .await
-        .map_err(db_error)?;
+        super::settings::write(tx.conn(), CLEAN_PAGES, &pages.to_string())
+            .await
+            .map_err(db_error)?;
         tx.commit_unaudited().await?;
         watch.saved = Some(Some(pages));
         Ok(())

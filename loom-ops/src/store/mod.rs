@@ -43,6 +43,7 @@ pub(crate) mod packed;
 mod rate_buckets;
 mod read;
 mod session_runs;
+mod settings;
 mod telemetry;
 pub mod testing;
 mod tx;

@@ -152,12 +152,9 @@ impl Store {
                 continue;
             }
             let in_telemetry = schema_of(&mut conn, SCHEMA, table).await.map_err(failed)?;
-            let saved: Option<String> =
-                sqlx::query_scalar("SELECT value FROM settings WHERE name = $1")
-                    .bind(setting(table))
-                    .fetch_optional(&mut *conn)
-                    .await
-                    .map_err(failed)?;
+            let saved = super::settings::read(&mut conn, &setting(table))
+                .await
+                .map_err(failed)?;
             if in_telemetry.is_empty() {
                 let made = saved.ok_or_else(|| {
                     format!("the telemetry file holds no {table}, and the store keeps no definition of it")
@@ -213,16 +210,7 @@ fn setting(table: &str) -> String {
 }
 
 async fn save(conn: &mut sqlx::AnyConnection, table: &str, made: &str) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO settings (name, value, created_ms) VALUES ($1, $2, $3) \
-         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-    )
-    .bind(setting(table))
-    .bind(made)
-    .bind(super::now_ms())
-    .execute(conn)
-    .await
-    .map(drop)
+    super::settings::write(conn, &setting(table), made).await
 }
 
 /// Copies `table` into the telemetry file (made there by `made`), then
