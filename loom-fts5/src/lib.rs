@@ -10,28 +10,30 @@
 //! (loom-ops, `memory::doc_freq`) and passes the counts in:
 //!
 //! ```sql
-//! SELECT -loom_bm25(memories_fts, '1520 87', d.sz, 2.0, 1.0, 0.5)
-//! FROM memories_fts JOIN memories_fts_docsize d ON d.id = memories_fts.rowid
+//! SELECT -loom_bm25(memories_fts, '1520 87', m.fts_tokens, 2.0, 1.0, 0.5)
+//! FROM memories_fts JOIN memories m ON m.id = -memories_fts.rowid
 //! WHERE memories_fts MATCH '"deploy" OR "window"'
 //! ```
 //!
 //! The first argument after the table is the frequencies, one per phrase of
 //! the MATCH expression in order, as decimal integers separated by spaces.
-//! The second is the row's size: its `sz` blob from the table's docsize
-//! table, or NULL to have FTS5 read it. The rest are column weights, as
-//! for `bm25()`. The frequencies are read once, at the query's first row,
-//! with the table's totals (as `bm25()` computes its own once per query).
-//! With the counts FTS5 would have made, the score is `bm25()`'s to the
-//! last bit (see the tests).
+//! The second is the row's size: the number of its tokens (an integer, as
+//! [`TOKENS_FUNCTION`] counts them), or its `sz` blob from the table's
+//! docsize table, or NULL to have FTS5 read it. The rest are column
+//! weights, as for `bm25()`. The frequencies are read once, at the query's
+//! first row, with the table's totals (as `bm25()` computes its own once
+//! per query). With the counts FTS5 would have made, the score is
+//! `bm25()`'s to the last bit (see the tests).
 //!
 //! Why the size as an argument: FTS5 reads a row's size for an auxiliary
 //! function by running a statement of its own on the docsize table, per
 //! row; under Loom's search load that was a tenth of the searching
-//! threads' time. Joined in the query it is one more B-tree lookup in the
-//! query's own program (search +5%), and the blob is a varint per column
-//! as FTS5 writes it; a value that is not one is read from FTS5 instead.
+//! threads' time. Read in the query it costs nothing more (Loom's table
+//! keeps no docsize table at all: [`tokens`] says why, and
+//! each memory keeps its size in its own row); a value that is neither a
+//! count nor a docsize blob is read from FTS5 instead.
 //!
-//! [`install`] registers the function with every SQLite connection the
+//! [`install`] registers both functions with every SQLite connection the
 //! process opens afterwards (an SQLite auto-extension), sqlx's and
 //! rusqlite's alike, as both link this one bundled SQLite.
 //!
@@ -44,6 +46,9 @@ use std::ptr;
 use std::sync::OnceLock;
 
 use rusqlite::ffi;
+
+pub mod tokens;
+pub use tokens::{FUNCTION as TOKENS_FUNCTION, TOKENIZER};
 
 /// The SQL name of the function.
 pub const FUNCTION: &str = "loom_bm25";
@@ -105,9 +110,10 @@ enum Failure {
     Usage(&'static CStr),
 }
 
-/// The SQLite auto-extension: registers [`FUNCTION`] with FTS5 on `db`.
-/// A connection without FTS5 is left as it is (the function is then
-/// unknown there, and SQL naming it fails with "no such function").
+/// The SQLite auto-extension: registers [`FUNCTION`] with FTS5 on `db`,
+/// and [`TOKENS_FUNCTION`]. A connection without FTS5 is left as it is
+/// (the functions are then unknown there, and SQL naming them fails with
+/// "no such function").
 unsafe extern "C" fn register(
     db: *mut ffi::sqlite3,
     _message: *mut *mut c_char,
@@ -119,7 +125,7 @@ unsafe extern "C" fn register(
     };
     // SAFETY: `api` is FTS5's own, live while `db` is; the name is a
     // static C string FTS5 copies; no user data, so no destructor.
-    unsafe {
+    let rc = unsafe {
         match (*api).xCreateFunction {
             Some(create) => create(
                 api,
@@ -130,7 +136,12 @@ unsafe extern "C" fn register(
             ),
             None => ffi::SQLITE_OK,
         }
+    };
+    if rc != ffi::SQLITE_OK {
+        return rc;
     }
+    // SAFETY: `db` is open and `api` is its FTS5 API.
+    unsafe { tokens::register(db, api) }
 }
 
 /// FTS5's extension API on `db`, the documented way: `SELECT fts5(?1)`
@@ -319,11 +330,18 @@ unsafe fn row_score(
                 *f += weight;
             }
         }
-        let row_tokens = match docsize_tokens(size_arg) {
+        let row_tokens = match row_size(size_arg) {
             Some(n) => n,
             None => {
                 let mut n: c_int = 0;
                 check!(call!(api, xColumnSize(fts, -1, &mut n)));
+                // A table without sizes (`columnsize = 0`, contentless)
+                // answers -1 a column.
+                if n < 0 {
+                    return Err(Failure::Usage(
+                        c"loom_bm25: the table keeps no row sizes; pass the row's size",
+                    ));
+                }
                 i64::from(n)
             }
         };
@@ -341,19 +359,26 @@ unsafe fn row_score(
     }
 }
 
-/// The tokens in a row, from its `%_docsize.sz` blob (a varint per column,
-/// as FTS5 writes it), or `None` when `value` is not a blob (NULL: FTS5
-/// reads the row's size itself) or not a well-formed one.
+/// The tokens in a row: `value` itself when it is a non-negative integer
+/// (what [`TOKENS_FUNCTION`] counts, as Loom's memories keep it), or the
+/// sum of a `%_docsize.sz` blob (a varint per column, as FTS5 writes it);
+/// `None` for anything else (NULL: FTS5 reads the row's size itself), a
+/// malformed blob included.
 ///
 /// # Safety
 /// `value` is a live SQL value of the current call.
-unsafe fn docsize_tokens(value: *mut ffi::sqlite3_value) -> Option<i64> {
-    // SAFETY: the type first; a blob's pointer, then its length, as SQLite
-    // documents; the bytes stay valid until the value is next converted,
-    // after this function.
+unsafe fn row_size(value: *mut ffi::sqlite3_value) -> Option<i64> {
+    // SAFETY: the type first; an integer's value; a blob's pointer, then
+    // its length, as SQLite documents; the bytes stay valid until the
+    // value is next converted, after this function.
     let blob = unsafe {
-        if ffi::sqlite3_value_type(value) != ffi::SQLITE_BLOB {
-            return None;
+        match ffi::sqlite3_value_type(value) {
+            ffi::SQLITE_INTEGER => {
+                let n = ffi::sqlite3_value_int64(value);
+                return (n >= 0).then_some(n);
+            }
+            ffi::SQLITE_BLOB => {}
+            _ => return None,
         }
         let data = ffi::sqlite3_value_blob(value).cast::<u8>();
         let len = usize::try_from(ffi::sqlite3_value_bytes(value)).ok()?;

@@ -41,7 +41,8 @@ fn counts(db: &Connection, terms: &[&str]) -> Vec<i64> {
 }
 
 /// (rowid, bm25, loom_bm25) for every row `expr` matches, loom_bm25 given
-/// the row's size from the docsize table, as Loom's search gives it.
+/// the row's size from the docsize table (and checked to score the same
+/// given it by FTS5 itself or by loom_fts_tokens).
 fn both_scores(db: &Connection, expr: &str, dfs: &str) -> Vec<(i64, f64, f64)> {
     let rows = scores(
         db,
@@ -52,6 +53,15 @@ fn both_scores(db: &Connection, expr: &str, dfs: &str) -> Vec<(i64, f64, f64)> {
     // With no size (NULL), FTS5 reads it itself: the same score.
     let read_by_fts5 = scores(db, expr, dfs, "NULL");
     assert_eq!(rows, read_by_fts5);
+    // With the row's tokens counted by loom_fts_tokens, as a memory keeps
+    // them: the same score.
+    let counted = scores(
+        db,
+        expr,
+        dfs,
+        "loom_fts_tokens(t.memory_key, t.content, t.labels)",
+    );
+    assert_eq!(rows, counted);
     rows
 }
 

@@ -259,30 +259,7 @@ async fn postgresql_has_no_full_text_merging() {
 /// new writes.
 #[tokio::test]
 async fn a_store_indexed_before_newest_first_is_rebuilt_and_answers_newest_first() {
-    let (url, dir) = loom_ops::store::testing::sqlite_url();
-    // The migrations up to 0008, run by a migrator of their own.
-    let old = dir.join("migrations-before-0009");
-    std::fs::create_dir_all(&old).unwrap();
-    for entry in
-        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite")).unwrap()
-    {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
-        if name.as_str() < "0009" {
-            std::fs::copy(&path, old.join(name)).unwrap();
-        }
-    }
-    let options = url
-        .parse::<sqlx::sqlite::SqliteConnectOptions>()
-        .unwrap()
-        .create_if_missing(true);
-    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    sqlx::migrate::Migrator::new(old.as_path())
-        .await
-        .unwrap()
-        .run(&pool)
-        .await
-        .unwrap();
+    let (url, dir, pool) = common::sqlite_migrated_before("0009").await;
     // 150 rows holding "deploy", oldest first (ids 1..150), and one deleted.
     let insert = "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, \
                   source, content_hash, version, deleted, created_ms, updated_ms) \
@@ -352,4 +329,125 @@ async fn a_store_indexed_before_newest_first_is_rebuilt_and_answers_newest_first
     assert_eq!(h.search_keys("zebra").await, ["k010"]);
     assert!(h.search_keys("number10").await.is_empty());
     integrity_check(&h).await;
+}
+
+/// A store made before migration 0017 (FTS5 kept each row's size in a
+/// docsize table) is indexed anew without one when it is opened: each
+/// memory holds its size, counted as FTS5 counts it, rows that were still
+/// queued are indexed too, and search ranks by those sizes (a shorter row
+/// holding the word scores higher), for rows written before and after.
+#[tokio::test]
+async fn a_store_with_sizes_in_the_index_keeps_them_in_its_rows() {
+    let (url, dir, pool) = common::sqlite_migrated_before("0017").await;
+    let insert = "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, \
+                  source, content_hash, version, created_ms, updated_ms) \
+                  VALUES ($1, $2, $3, $4, $5, 'fact', $6, '', 'h', 1, 1000, 1000)";
+    let write = |key: String, content: String, labels: &'static str| {
+        sqlx::query(insert)
+            .bind(common::ORG)
+            .bind(common::NS)
+            .bind(common::AGENT)
+            .bind(key)
+            .bind(content)
+            .bind(labels)
+            .execute(&pool)
+    };
+    // k00 .. k19: "deploy" and i more words; the first ten handed to the
+    // index as that build's commits did, the rest left queued.
+    for i in 0..20 {
+        let content = format!("deploy{}", " filler".repeat(i));
+        write(format!("k{i:02}"), content, "[\"ops\"]")
+            .await
+            .unwrap();
+        if i == 9 {
+            sqlx::raw_sql(
+                "INSERT INTO memories_fts (memories_fts, rowid, memory_key, content, labels) \
+                 SELECT CASE WHEN remove = 1 THEN 'delete' END, fts_rowid, memory_key, content, labels \
+                 FROM memories_fts_pending ORDER BY fts_rowid, seq; \
+                 DELETE FROM memories_fts_pending;",
+            )
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+    }
+    let sized: i64 = sqlx::query_scalar("SELECT count(*) FROM memories_fts_docsize")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(sized, 10);
+    pool.close().await;
+
+    let h = common::Harness::seeded(loom_ops::store::testing::sqlite_at(url, dir).await).await;
+    assert_eq!(
+        h.count("SELECT count(*) FROM sqlite_master WHERE name = 'memories_fts_docsize'")
+            .await,
+        0
+    );
+    let miscounted = "SELECT count(*) FROM memories \
+                      WHERE fts_tokens IS NOT loom_fts_tokens(memory_key, content, labels)";
+    assert_eq!(h.count(miscounted).await, 0);
+    // the key, "deploy", 7 fillers, "ops"
+    assert_eq!(
+        h.count("SELECT fts_tokens FROM memories WHERE memory_key = 'k07'")
+            .await,
+        1 + 1 + 7 + 1
+    );
+    assert_eq!(h.rows("memories_fts_pending").await, 0);
+    assert_eq!(
+        h.count("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'deploy'")
+            .await,
+        20
+    );
+    integrity_check(&h).await;
+
+    // One written now, as short as k00: it scores as k00 does. A row
+    // written again is counted again; a pin keeps the count.
+    h.call(
+        "memory.set",
+        json!({"memory_key": "k99", "content": "deploy", "labels": ["ops"]}),
+    )
+    .await
+    .unwrap();
+    h.call(
+        "memory.set",
+        json!({"memory_key": "k19", "content": "deploy ".repeat(19) + "deploy"}),
+    )
+    .await
+    .unwrap();
+    h.call("memory.pin", json!({"memory_key": "k18"}))
+        .await
+        .unwrap();
+    assert_eq!(h.count(miscounted).await, 0);
+    assert_eq!(
+        h.count("SELECT fts_tokens FROM memories WHERE memory_key = 'k19'")
+            .await,
+        1 + 20 + 1
+    );
+    let page = h
+        .call(
+            "memory.search",
+            json!({"query": "deploy", "limit": 50, "explain": true}),
+        )
+        .await
+        .unwrap();
+    let raw = |key: &str| {
+        page["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|hit| hit["memory_key"] == key)
+            .map(|hit| hit["explain"]["raw_lexical"].as_f64().unwrap())
+            .unwrap()
+    };
+    for i in 1..19 {
+        let (shorter, longer) = (format!("k{:02}", i - 1), format!("k{i:02}"));
+        assert!(
+            raw(&shorter) > raw(&longer),
+            "{shorter} {} {longer} {}",
+            raw(&shorter),
+            raw(&longer)
+        );
+    }
+    assert_eq!(raw("k99").to_bits(), raw("k00").to_bits());
 }

@@ -752,15 +752,25 @@ async fn fts5_bm25(h: &common::Harness, terms: &[&str], key: &str) -> f64 {
         .map(|t| format!("\"{t}\""))
         .collect::<Vec<_>>()
         .join(" OR ");
-    sqlx::query_scalar(
-        "SELECT -bm25(memories_fts, 2.0, 1.0, 0.5) FROM memories_fts \
-         JOIN memories m ON m.id = -memories_fts.rowid \
-         WHERE memories_fts MATCH $1 AND m.memory_key = $2",
+    // Loom's index keeps no row sizes (migration 0017), which bm25() needs:
+    // it scores a copy that keeps them, of the same rows under the same
+    // rowids, on a connection of its own.
+    let path = h.t.options.url.strip_prefix("sqlite://").unwrap();
+    let db = rusqlite::Connection::open(path).unwrap();
+    db.execute_batch(
+        "CREATE VIRTUAL TABLE temp.sized USING fts5 (memory_key, content, labels, \
+           tokenize = 'porter unicode61'); \
+         INSERT INTO temp.sized (rowid, memory_key, content, labels) \
+           SELECT -id, memory_key, content, labels FROM memories;",
     )
-    .bind(expr)
-    .bind(key)
-    .fetch_one(h.store().reader())
-    .await
+    .unwrap();
+    db.query_row(
+        "SELECT -bm25(sized, 2.0, 1.0, 0.5) FROM temp.sized \
+         JOIN memories m ON m.id = -sized.rowid \
+         WHERE sized MATCH ?1 AND m.memory_key = ?2",
+        rusqlite::params![expr, key],
+        |row| row.get(0),
+    )
     .unwrap()
 }
 

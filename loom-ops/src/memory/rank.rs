@@ -451,12 +451,13 @@ fn pass_sql(backend: Backend, expr: &str) -> String {
         // is newest first and FTS5 reads its doclists forwards: walked
         // backwards (ORDER BY rowid DESC) the same pass cost up to twice as
         // much, most on an index of many segments. The row's size for
-        // loom_bm25 is joined from FTS5's docsize table (loom-fts5's doc
-        // says why).
+        // loom_bm25 is the memory's own (`fts_tokens`, migration 0017),
+        // counted here from its text when a row lacks it.
         Backend::Sqlite => format!(
-            "SELECT * FROM (SELECT {cols}, -loom_bm25(memories_fts, $9, d.sz, 2.0, 1.0, 0.5) AS raw \
+            "SELECT * FROM (SELECT {cols}, -loom_bm25(memories_fts, $9, \
+             COALESCE(m.fts_tokens, loom_fts_tokens(m.memory_key, m.content, m.labels)), \
+             2.0, 1.0, 0.5) AS raw \
              FROM memories_fts JOIN memories m ON m.id = -memories_fts.rowid \
-             JOIN memories_fts_docsize d ON d.id = memories_fts.rowid \
              WHERE memories_fts MATCH {expr} {live} ORDER BY memories_fts.rowid LIMIT $7)"
         ),
         // memories_by_update: read backwards, filtered, for common words;

@@ -377,6 +377,23 @@ const INSERT_COLUMNS: &str = "org, namespace, agent, memory_key, content, kind, 
 /// `$18`, [`with_snapshot`]'s second parameter from `$17`.
 const INSERT_VALUES: &str =
     "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 0, $15, $16, $18";
+/// What SQLite's memories keep besides [`INSERT_COLUMNS`]: the row's size
+/// for search (migration 0017), counted from the key ($4), content ($5)
+/// and labels ($7) the row is written with.
+const SQLITE_INSERT_SIZE: (&str, &str) = (", fts_tokens", ", loom_fts_tokens($4, $5, $7)");
+
+/// The new row's columns and their values, for `backend`.
+fn insert_columns_values(backend: Backend) -> (String, String) {
+    let (columns, values) = match backend {
+        Backend::Sqlite => SQLITE_INSERT_SIZE,
+        Backend::Postgres => ("", ""),
+    };
+    (
+        format!("{INSERT_COLUMNS}{columns}"),
+        format!("{INSERT_VALUES}{values}"),
+    )
+}
+
 /// The row at its new version, by [`insert_args`]' parameters.
 const INSERTED: &str =
     "org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $10";
@@ -385,8 +402,9 @@ const INSERTED: &str =
 /// the key appeared meanwhile.
 pub async fn insert(conn: &mut AnyConnection, cx: &OpCx, row: &Row) -> OpResult<bool> {
     fn sql(backend: Backend) -> String {
+        let (columns, values) = insert_columns_values(backend);
         let insert = format!(
-            "INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({INSERT_VALUES}) \
+            "INSERT INTO memories ({columns}) VALUES ({values}) \
              ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING"
         );
         with_snapshot(backend, &insert, INSERTED, 17)
@@ -425,11 +443,25 @@ fn insert_args<'q, B: Bind<'q>>(query: B, row: &'q Row) -> B {
 }
 
 /// [`save`]'s change of the row, by [`save_args`]' parameters; the run is
-/// `$18`, as in [`INSERT_VALUES`].
-const UPDATE: &str = "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, \
-     content_hash = $5, version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, \
-     updated_ms = $11, run_id = $18 \
-     WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16";
+/// `$18`, as in [`INSERT_VALUES`]. On SQLite it also keeps the row's size
+/// for search ([`SQLITE_INSERT_SIZE`]), counted again only when the text
+/// changes (or was never counted): a pin or a lock keeps it.
+fn update_sql(backend: Backend) -> String {
+    let size = match backend {
+        Backend::Sqlite => {
+            ", fts_tokens = CASE WHEN fts_tokens IS NOT NULL AND content IS $1 AND labels IS $3 \
+             THEN fts_tokens ELSE loom_fts_tokens($15, $1, $3) END"
+        }
+        Backend::Postgres => "",
+    };
+    format!(
+        "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, \
+         content_hash = $5, version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, \
+         updated_ms = $11, run_id = $18{size} \
+         WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16"
+    )
+}
+
 /// The row at its new version, by [`save_args`]' parameters.
 const UPDATED: &str =
     "org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $6";
@@ -444,10 +476,10 @@ pub async fn save(
     new: &Row,
     change: &str,
 ) -> OpResult<bool> {
-    static SQL: PerBackend = PerBackend::new(
-        || with_snapshot(Backend::Sqlite, UPDATE, UPDATED, 17),
-        || with_snapshot(Backend::Postgres, UPDATE, UPDATED, 17),
-    );
+    fn sql(backend: Backend) -> String {
+        with_snapshot(backend, &update_sql(backend), UPDATED, 17)
+    }
+    static SQL: PerBackend = PerBackend::new(|| sql(Backend::Sqlite), || sql(Backend::Postgres));
     let query = sqlx::query(SQL.get(Backend::of(conn)));
     let done = snapshot_args(save_args(query, read_version, new), cx, change)
         .execute(&mut *conn)
@@ -456,7 +488,7 @@ pub async fn save(
     Ok(done.rows_affected() > 0)
 }
 
-/// Binds `new` over the row at `read_version` as `$1` … `$16` ([`UPDATE`]).
+/// Binds `new` over the row at `read_version` as `$1` … `$16` ([`update_sql`]).
 fn save_args<'q, B: Bind<'q>>(query: B, read_version: i64, new: &'q Row) -> B {
     query
         .arg(&new.content)
@@ -492,8 +524,9 @@ fn none_locked(org: &str, namespace: &str, key: &str) -> String {
 /// then takes the path that reads under the writer and says why.
 pub async fn insert_in_one_step(store: &Store, cx: &OpCx, row: &Row) -> OpResult<bool> {
     static SQL: LazyLock<OneStep> = LazyLock::new(|| {
+        let (columns, values) = insert_columns_values(Backend::Sqlite);
         let insert = format!(
-            "INSERT INTO memories ({INSERT_COLUMNS}) SELECT {INSERT_VALUES} WHERE {} \
+            "INSERT INTO memories ({columns}) SELECT {values} WHERE {} \
              ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING RETURNING version",
             none_locked("$1", "$2", "$4")
         );
@@ -514,7 +547,8 @@ pub async fn save_in_one_step(
 ) -> OpResult<bool> {
     static SQL: LazyLock<OneStep> = LazyLock::new(|| {
         let update = format!(
-            "{UPDATE} AND {} RETURNING version",
+            "{} AND {} RETURNING version",
+            update_sql(Backend::Sqlite),
             none_locked("$12", "$13", "$15")
         );
         one_step_sql(&with_snapshot(Backend::Sqlite, &update, UPDATED, 17), 22)

@@ -71,16 +71,26 @@ pub(super) const DRAIN_BATCH: i64 = 1024;
 /// order they were made: FTS5 then holds the whole batch in its pending
 /// terms and writes one segment (a rowid lower than the last one handed to
 /// it makes it write what it holds first).
+///
+/// First, a row handed to the index without its size for search (one
+/// another program inserted; Loom's writes count it, migration 0017) is
+/// given it: only rows queued as `unsized` are looked up, by their id.
 pub(super) const DRAIN_PENDING: BeforeCommit = BeforeCommit {
     when: QUEUED,
     batch: DRAIN_BATCH,
     statements: &[
+        SIZE_UNCOUNTED,
         "INSERT INTO memories_fts (memories_fts, rowid, memory_key, content, labels) \
          SELECT CASE WHEN remove = 1 THEN 'delete' END, fts_rowid, memory_key, content, labels \
          FROM memories_fts_pending ORDER BY fts_rowid, seq",
         "DELETE FROM memories_fts_pending",
     ],
 };
+
+/// [`DRAIN_PENDING`]'s count of the sizes the queued rows lack.
+const SIZE_UNCOUNTED: &str = "UPDATE memories SET fts_tokens = loom_fts_tokens(memory_key, content, labels) \
+     WHERE id IN (SELECT -fts_rowid FROM memories_fts_pending WHERE unsized = 1) \
+     AND fts_tokens IS NULL";
 
 impl Store {
     /// Hands FTS5 what is queued for the full-text index (SQLite; nothing
@@ -156,5 +166,54 @@ mod tests {
         )
         .unwrap();
         assert_eq!(queued(), 3);
+    }
+
+    /// A row another program inserted (no size for search) is given its
+    /// size when it is handed to the index, each queued row found by its
+    /// id (the plan never scans `memories`).
+    #[tokio::test]
+    async fn a_row_written_by_another_program_is_given_its_size() {
+        let test = testing::sqlite().await;
+        let plan = test
+            .store
+            .read_inline(|c| {
+                let mut plan = c.prepare(&format!("EXPLAIN QUERY PLAN {SIZE_UNCOUNTED}"))?;
+                plan.query_map([], |row| row.get::<_, String>(3))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .expect("inline reads on a SQLite file")
+            .unwrap();
+        assert!(
+            plan.iter()
+                .any(|s| s.starts_with("SEARCH memories USING INTEGER PRIMARY KEY")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan
+                .iter()
+                .any(|s| s.split_whitespace().take(2).eq(["SCAN", "memories"])),
+            "{plan:?}"
+        );
+
+        let path = test.options.url.strip_prefix("sqlite://").unwrap();
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.execute_batch(
+            "INSERT INTO memories (org, namespace, agent, memory_key, content, kind, labels, source, \
+             content_hash, version, created_ms, updated_ms) VALUES ('default', 'default', 'a', \
+             'deploy-notes', 'the deploy window is friday', 'note', '[\"ops\"]', '', 'h', 1, 1, 1)",
+        )
+        .unwrap();
+        let size = || -> Option<i64> {
+            conn.query_row(
+                "SELECT fts_tokens FROM memories WHERE memory_key = 'deploy-notes'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(size(), None);
+        test.store.index_queued_writes().await.unwrap();
+        // deploy, notes; the, deploy, window, is, friday; ops
+        assert_eq!(size(), Some(8));
     }
 }

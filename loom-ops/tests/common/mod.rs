@@ -238,6 +238,40 @@ pub fn code(r: Result<Value, LoomError>) -> String {
     }
 }
 
+/// A SQLite store as a build before migration `before` (its number, as
+/// "0009") left it: only the migrations numbered below it applied, by a
+/// migrator of their own. Its URL and directory (for
+/// [`testing::sqlite_at`], which applies the rest), and a pool on it to
+/// write rows as that build would.
+pub async fn sqlite_migrated_before(
+    before: &str,
+) -> (String, std::path::PathBuf, sqlx::SqlitePool) {
+    let (url, dir) = testing::sqlite_url();
+    let old = dir.join(format!("migrations-before-{before}"));
+    std::fs::create_dir_all(&old).unwrap();
+    for entry in
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite")).unwrap()
+    {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if name.as_str() < before {
+            std::fs::copy(&path, old.join(name)).unwrap();
+        }
+    }
+    let options = url
+        .parse::<sqlx::sqlite::SqliteConnectOptions>()
+        .unwrap()
+        .create_if_missing(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    sqlx::migrate::Migrator::new(old.as_path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    (url, dir, pool)
+}
+
 /// Segments of SQLite's full-text index, counted the way FTS5 files them.
 pub async fn full_text_segments(h: &Harness) -> i64 {
     h.store().full_text_state().await.unwrap().unwrap().segments
