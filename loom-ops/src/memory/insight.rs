@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 
+use super::chain;
 use super::model::{
     Aggregates, Group, GroupBy, MemoryAggregate, MemoryInspection, MemoryLookup, MemoryProvenance,
     ProvenanceStep,
@@ -14,7 +15,7 @@ use super::usage::UsageLog;
 use super::validate::{self, labels_from_json};
 use super::write::not_found;
 use crate::scope::require_namespace;
-use crate::store::{Store, db_error, now_ms, rfc3339};
+use crate::store::{PerBackend, Store, db_error, now_ms, rfc3339};
 
 async fn count(conn: &mut sqlx::AnyConnection, sql_text: &'static str, row: &Row) -> OpResult<i64> {
     let (n,): (i64,) = sqlx::query_as(sql_text)
@@ -71,12 +72,20 @@ pub async fn inspect(store: &Store, cx: &OpCx, input: MemoryLookup) -> OpResult<
     else {
         return Err(not_found(cx, &input.memory_key));
     };
-    let versions = count(
-        &mut conn,
-        "SELECT COUNT(*) FROM memory_versions WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4",
-        &row,
-    )
-    .await?;
+    static VERSIONS: PerBackend = PerBackend::new(
+        || {
+            format!(
+                "{}SELECT COUNT(*) FROM chain",
+                chain::chain(chain::ONE_MEMORY, "1", None)
+            )
+        },
+        || {
+            "SELECT COUNT(*) FROM memory_versions \
+             WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4"
+                .to_owned()
+        },
+    );
+    let versions = count(&mut conn, VERSIONS.get(store.backend()), &row).await?;
     let exposures = count(
         &mut conn,
         "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM memory_exposure_counts \
@@ -146,17 +155,31 @@ pub async fn provenance(
     else {
         return Err(not_found(cx, &input.memory_key));
     };
-    let steps: Vec<StepRow> = sqlx::query_as(
-        "SELECT version, change, changed_by, subject, run_id, request_id, content_hash, at_ms FROM memory_versions \
-         WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 ORDER BY version",
-    )
-    .bind(&row.org)
-    .bind(&row.namespace)
-    .bind(&row.agent)
-    .bind(&row.memory_key)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(db_error)?;
+    const STEP: &str =
+        "version, change, changed_by, subject, run_id, request_id, content_hash, at_ms";
+    static STEPS: PerBackend = PerBackend::new(
+        || {
+            format!(
+                "{}SELECT {STEP} FROM chain JOIN memory_versions v ON v.rowid = chain.vid \
+                 ORDER BY v.version",
+                chain::chain(chain::ONE_MEMORY, "1", None)
+            )
+        },
+        || {
+            format!(
+                "SELECT {STEP} FROM memory_versions \
+                 WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 ORDER BY version"
+            )
+        },
+    );
+    let steps: Vec<StepRow> = sqlx::query_as(STEPS.get(store.backend()))
+        .bind(&row.org)
+        .bind(&row.namespace)
+        .bind(&row.agent)
+        .bind(&row.memory_key)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_error)?;
     let mut runs: Vec<String> = Vec::new();
     for s in &steps {
         if let Some(r) = &s.run_id

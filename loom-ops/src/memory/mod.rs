@@ -3,6 +3,7 @@
 
 mod apply;
 pub mod ask;
+mod chain;
 pub mod doc_freq;
 mod insight;
 pub mod model;

@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 use sqlx::AnyConnection;
 
+use super::chain;
 use super::model::{Memory, MemoryVersion};
 use super::usage::Served;
 use super::validate::labels_from_json;
@@ -603,25 +604,32 @@ fn with_snapshot(backend: Backend, write: &str, written: &str, next: usize) -> S
         write.contains(&format!("run_id = ${run}")) || write.contains(&format!(", ${run}")),
         "the write must store the run (${run}) on the row"
     );
-    let snapshot = |from: &str, guard: &str| {
+    // On SQLite the snapshot also names the version before it, the row's
+    // newest so far (migration 0018: the chain history is read by).
+    let snapshot = |from: &str, prev: (&str, &str), guard: &str| {
         format!(
             "INSERT INTO memory_versions (org, namespace, agent, memory_key, version, change, content, \
              kind, labels, source, content_hash, pinned, locked, deleted, expires_ms, run_id, subject, \
-             changed_by, request_id, at_ms) \
+             changed_by, request_id, at_ms{}) \
              SELECT org, namespace, agent, memory_key, version, ${change}, content, kind, labels, source, \
              content_hash, pinned, locked, deleted, expires_ms, run_id, ${subject}, ${by}, ${request}, \
-             updated_ms FROM {from}{guard}"
+             updated_ms{} FROM {from}{guard}",
+            prev.0, prev.1
         )
     };
     if backend == Backend::Postgres {
         format!(
             "WITH written AS ({write} RETURNING *) {}",
-            snapshot("written", "")
+            snapshot("written", ("", ""), "")
         )
     } else {
         format!(
             "{write}; {}",
-            snapshot("memories", &format!(" WHERE {written} AND changes() = 1"))
+            snapshot(
+                "memories",
+                (", prev", ", history"),
+                &format!(" WHERE {written} AND changes() = 1")
+            )
         )
     }
 }
@@ -685,20 +693,32 @@ pub async fn versions(
     before: i64,
     limit: i64,
 ) -> OpResult<Vec<VersionRow>> {
-    sqlx::query_as::<_, VersionRow>(sqlx::AssertSqlSafe(format!(
-        "SELECT {VERSION_COLUMNS} FROM memory_versions \
-         WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version < $5 \
-         ORDER BY version DESC LIMIT $6"
-    )))
-    .bind(&row.org)
-    .bind(&row.namespace)
-    .bind(&row.agent)
-    .bind(&row.memory_key)
-    .bind(before)
-    .bind(limit)
-    .fetch_all(conn)
-    .await
-    .map_err(db_error)
+    fn sql(backend: Backend) -> String {
+        match backend {
+            // The chain walked back only until it has the page.
+            Backend::Sqlite => format!(
+                "{}SELECT {VERSION_COLUMNS} FROM chain JOIN memory_versions v ON v.rowid = chain.vid \
+                 WHERE v.version < $5 ORDER BY v.version DESC LIMIT $6",
+                chain::chain(chain::ONE_MEMORY, "v.version < $5", Some("$6"))
+            ),
+            Backend::Postgres => format!(
+                "SELECT {VERSION_COLUMNS} FROM memory_versions \
+                 WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version < $5 \
+                 ORDER BY version DESC LIMIT $6"
+            ),
+        }
+    }
+    static SQL: PerBackend = PerBackend::new(|| sql(Backend::Sqlite), || sql(Backend::Postgres));
+    sqlx::query_as::<_, VersionRow>(SQL.get(Backend::of(conn)))
+        .bind(&row.org)
+        .bind(&row.namespace)
+        .bind(&row.agent)
+        .bind(&row.memory_key)
+        .bind(before)
+        .bind(limit)
+        .fetch_all(conn)
+        .await
+        .map_err(db_error)
 }
 
 /// The version of `key` current at `at_ms`: the caller's row first, else any agent's.
@@ -714,34 +734,63 @@ pub async fn version_at(
         agent: String,
         version: i64,
     }
-    let hit: Option<Hit> = sqlx::query_as(
-        "SELECT agent, MAX(version) AS version FROM memory_versions \
-         WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND at_ms <= $4 \
-         AND ($5 = 0 OR agent = $6) GROUP BY agent \
-         ORDER BY CASE WHEN agent = $6 THEN 0 ELSE 1 END, MAX(at_ms) DESC, agent LIMIT 1",
-    )
-    .bind(&cx.scope.org)
-    .bind(&cx.scope.namespace)
-    .bind(key)
-    .bind(at_ms)
-    .bind(i64::from(explicit_agent))
-    .bind(&cx.scope.agent)
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(db_error)?;
+    fn sql(backend: Backend) -> String {
+        match backend {
+            // Each agent's row's chain, walked back to its first version
+            // of then.
+            Backend::Sqlite => format!(
+                "{}SELECT v.agent AS agent, v.version AS version FROM chain \
+                 JOIN memory_versions v ON v.rowid = chain.vid WHERE v.at_ms <= $4 \
+                 ORDER BY CASE WHEN v.agent = $6 THEN 0 ELSE 1 END, v.at_ms DESC, v.agent LIMIT 1",
+                chain::chain(
+                    "m.org = $1 AND m.namespace = $2 AND m.memory_key = $3 AND ($5 = 0 OR m.agent = $6)",
+                    "v.at_ms <= $4",
+                    Some("1")
+                )
+            ),
+            Backend::Postgres => "SELECT agent, MAX(version) AS version FROM memory_versions \
+                 WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND at_ms <= $4 \
+                 AND ($5 = 0 OR agent = $6) GROUP BY agent \
+                 ORDER BY CASE WHEN agent = $6 THEN 0 ELSE 1 END, MAX(at_ms) DESC, agent LIMIT 1"
+                .to_owned(),
+        }
+    }
+    static SQL: PerBackend = PerBackend::new(|| sql(Backend::Sqlite), || sql(Backend::Postgres));
+    let hit: Option<Hit> = sqlx::query_as(SQL.get(Backend::of(conn)))
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(key)
+        .bind(at_ms)
+        .bind(i64::from(explicit_agent))
+        .bind(&cx.scope.agent)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db_error)?;
     let Some(hit) = hit else { return Ok(None) };
-    let row = sqlx::query_as::<_, VersionRow>(sqlx::AssertSqlSafe(format!(
-        "SELECT {VERSION_COLUMNS} FROM memory_versions \
-         WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $5"
-    )))
-    .bind(&cx.scope.org)
-    .bind(&cx.scope.namespace)
-    .bind(&hit.agent)
-    .bind(key)
-    .bind(hit.version)
-    .fetch_one(conn)
-    .await
-    .map_err(db_error)?;
+    fn one_sql(backend: Backend) -> String {
+        match backend {
+            Backend::Sqlite => format!(
+                "{}SELECT {VERSION_COLUMNS} FROM chain JOIN memory_versions v ON v.rowid = chain.vid \
+                 WHERE v.version = $5",
+                chain::chain(chain::ONE_MEMORY, "v.version = $5", Some("1"))
+            ),
+            Backend::Postgres => format!(
+                "SELECT {VERSION_COLUMNS} FROM memory_versions \
+                 WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $5"
+            ),
+        }
+    }
+    static ONE: PerBackend =
+        PerBackend::new(|| one_sql(Backend::Sqlite), || one_sql(Backend::Postgres));
+    let row = sqlx::query_as::<_, VersionRow>(ONE.get(Backend::of(conn)))
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(&hit.agent)
+        .bind(key)
+        .bind(hit.version)
+        .fetch_one(conn)
+        .await
+        .map_err(db_error)?;
     Ok(Some((hit.agent, row)))
 }
 
