@@ -182,6 +182,32 @@ async fn versions_kept_under_their_key_are_chained_and_read_as_before() {
         .await
         .unwrap();
     assert_eq!(inspected["versions"], 4);
+
+    // A link that does not go back (written wrong by another program)
+    // ends the walk there: the read answers, with what comes before it.
+    sqlx::query(
+        "UPDATE memory_versions SET prev = rowid WHERE memory_key = 'b' AND version = 2 AND agent = $1",
+    )
+    .bind(AGENT)
+    .execute(h.store().writer())
+    .await
+    .unwrap();
+    let page = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        h.call("memory.history", json!({"memory_key": "b"})),
+    )
+    .await
+    .expect("a history read ends")
+    .unwrap();
+    assert_eq!(versions(&page), [4, 3, 2]);
+    let inspected = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        h.call("memory.inspect", json!({"memory_key": "b"})),
+    )
+    .await
+    .expect("a walk of the whole chain ends")
+    .unwrap();
+    assert_eq!(inspected["versions"], 3);
 }
 
 /// A run's changes are read through the index of runs, never a walk of the

@@ -12,6 +12,10 @@
 /// its first version when `most` is `None`. The statement that follows
 /// reads `chain JOIN memory_versions v ON v.rowid = chain.vid WHERE
 /// {keep}`.
+///
+/// A version is always inserted after the one it names, so a chain only
+/// ever goes down in row ids; a walk follows no link that does not (one
+/// another program wrote wrong), so it ends whatever the table holds.
 pub(super) fn chain(seed: &str, keep: &str, most: Option<&str>) -> String {
     let more = most.map_or(String::new(), |most| {
         format!(" AND chain.taken + ({keep}) < {most}")
@@ -21,7 +25,8 @@ pub(super) fn chain(seed: &str, keep: &str, most: Option<&str>) -> String {
            SELECT m.history, 0 FROM memories m WHERE {seed} AND m.history IS NOT NULL \
            UNION ALL \
            SELECT v.prev, chain.taken + ({keep}) FROM chain \
-           JOIN memory_versions v ON v.rowid = chain.vid WHERE v.prev IS NOT NULL{more}) "
+           JOIN memory_versions v ON v.rowid = chain.vid \
+           WHERE v.prev IS NOT NULL AND v.prev < v.rowid{more}) "
     )
 }
 
