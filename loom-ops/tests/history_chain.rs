@@ -215,20 +215,12 @@ async fn versions_kept_under_their_key_are_chained_and_read_as_before() {
 #[tokio::test]
 async fn a_runs_changes_are_read_by_its_index() {
     let h = common::sqlite().await;
-    let path = h.t.options.url.strip_prefix("sqlite://").unwrap();
-    let db = rusqlite::Connection::open(path).unwrap();
-    let mut stmt = db
-        .prepare(
-            "EXPLAIN QUERY PLAN SELECT memory_key, agent, version, change, at_ms FROM memory_versions \
-             WHERE org = ?1 AND namespace = ?2 AND run_id = ?3 \
-             ORDER BY at_ms, memory_key, version LIMIT 200",
-        )
-        .unwrap();
-    let plan: Vec<String> = stmt
-        .query_map(["acme", "main", "r"], |row| row.get::<_, String>(3))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let plan = h.t.query_plan(
+        "SELECT memory_key, agent, version, change, at_ms FROM memory_versions \
+         WHERE org = ?1 AND namespace = ?2 AND run_id = ?3 \
+         ORDER BY at_ms, memory_key, version LIMIT 200",
+        ["acme", "main", "r"],
+    );
     assert!(
         plan.iter()
             .any(|s| s.contains("USING INDEX memory_versions_by_run")),

@@ -157,18 +157,10 @@ mod tests {
     #[tokio::test]
     async fn pinned_memories_are_read_from_their_own_index_in_order() {
         let test = crate::store::testing::sqlite().await;
-        let plan = test
-            .store
-            .read_inline(|c| {
-                let mut plan = c.prepare(&format!("EXPLAIN QUERY PLAN {}", *PINNED_SQL))?;
-                plan.query_map(
-                    rusqlite::params!["default", "default", 0_i64, PINNED],
-                    |row| row.get::<_, String>(3),
-                )?
-                .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .expect("inline reads on a SQLite file")
-            .unwrap();
+        let plan = test.query_plan(
+            &PINNED_SQL,
+            rusqlite::params!["default", "default", 0_i64, PINNED],
+        );
         assert_eq!(
             plan,
             [

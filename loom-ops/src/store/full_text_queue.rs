@@ -140,15 +140,7 @@ mod tests {
     #[tokio::test]
     async fn the_queue_is_measured_at_its_ends() {
         let test = testing::sqlite().await;
-        let plan = test
-            .store
-            .read_inline(|c| {
-                let mut plan = c.prepare(&format!("EXPLAIN QUERY PLAN {QUEUED}"))?;
-                plan.query_map([], |row| row.get::<_, String>(3))?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .expect("inline reads on a SQLite file")
-            .unwrap();
+        let plan = test.query_plan(QUEUED, []);
         let on_queue = |how: &str| {
             plan.iter()
                 .filter(|step| step.starts_with(&format!("{how} memories_fts_pending")))
@@ -174,15 +166,7 @@ mod tests {
     #[tokio::test]
     async fn a_row_written_by_another_program_is_given_its_size() {
         let test = testing::sqlite().await;
-        let plan = test
-            .store
-            .read_inline(|c| {
-                let mut plan = c.prepare(&format!("EXPLAIN QUERY PLAN {SIZE_UNCOUNTED}"))?;
-                plan.query_map([], |row| row.get::<_, String>(3))?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .expect("inline reads on a SQLite file")
-            .unwrap();
+        let plan = test.query_plan(SIZE_UNCOUNTED, []);
         assert!(
             plan.iter()
                 .any(|s| s.starts_with("SEARCH memories USING INTEGER PRIMARY KEY")),

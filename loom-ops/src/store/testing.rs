@@ -37,6 +37,19 @@ impl TestStore {
     pub fn name(&self) -> &'static str {
         self.store.backend().as_str()
     }
+
+    /// SQLite's plan for `sql` with `params` bound: each step's detail
+    /// (`EXPLAIN QUERY PLAN`), in order. Panics on PostgreSQL.
+    pub fn query_plan(&self, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
+        self.store
+            .read_inline(|c| {
+                let mut plan = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                plan.query_map(params, |row| row.get::<_, String>(3))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .expect("inline reads on a SQLite file")
+            .expect("a plan")
+    }
 }
 
 impl Drop for TestStore {
