@@ -733,13 +733,16 @@ pub async fn version_at(
     struct Hit {
         agent: String,
         version: i64,
+        /// SQLite: the row id of the version the chain's walk found, read
+        /// by it below rather than walked to again; NULL on PostgreSQL.
+        vid: Option<i64>,
     }
     fn sql(backend: Backend) -> String {
         match backend {
             // Each agent's row's chain, walked back to its first version
             // of then.
             Backend::Sqlite => format!(
-                "{}SELECT v.agent AS agent, v.version AS version FROM chain \
+                "{}SELECT v.agent AS agent, v.version AS version, v.rowid AS vid FROM chain \
                  JOIN memory_versions v ON v.rowid = chain.vid WHERE v.at_ms <= $4 \
                  ORDER BY CASE WHEN v.agent = $6 THEN 0 ELSE 1 END, v.at_ms DESC, v.agent LIMIT 1",
                 chain::chain(
@@ -748,11 +751,14 @@ pub async fn version_at(
                     Some("1")
                 )
             ),
-            Backend::Postgres => "SELECT agent, MAX(version) AS version FROM memory_versions \
+            Backend::Postgres => {
+                "SELECT agent, MAX(version) AS version, CAST(NULL AS BIGINT) AS vid \
+                 FROM memory_versions \
                  WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND at_ms <= $4 \
                  AND ($5 = 0 OR agent = $6) GROUP BY agent \
                  ORDER BY CASE WHEN agent = $6 THEN 0 ELSE 1 END, MAX(at_ms) DESC, agent LIMIT 1"
-                .to_owned(),
+                    .to_owned()
+            }
         }
     }
     static SQL: PerBackend = PerBackend::new(|| sql(Backend::Sqlite), || sql(Backend::Postgres));
@@ -767,30 +773,24 @@ pub async fn version_at(
         .await
         .map_err(db_error)?;
     let Some(hit) = hit else { return Ok(None) };
-    fn one_sql(backend: Backend) -> String {
-        match backend {
-            Backend::Sqlite => format!(
-                "{}SELECT {VERSION_COLUMNS} FROM chain JOIN memory_versions v ON v.rowid = chain.vid \
-                 WHERE v.version = $5",
-                chain::chain(chain::ONE_MEMORY, "v.version = $5", Some("1"))
-            ),
-            Backend::Postgres => format!(
-                "SELECT {VERSION_COLUMNS} FROM memory_versions \
-                 WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $5"
-            ),
-        }
-    }
-    static ONE: PerBackend =
-        PerBackend::new(|| one_sql(Backend::Sqlite), || one_sql(Backend::Postgres));
-    let row = sqlx::query_as::<_, VersionRow>(ONE.get(Backend::of(conn)))
-        .bind(&cx.scope.org)
-        .bind(&cx.scope.namespace)
-        .bind(&hit.agent)
-        .bind(key)
-        .bind(hit.version)
-        .fetch_one(conn)
-        .await
-        .map_err(db_error)?;
+    static BY_ROWID: LazyLock<String> =
+        LazyLock::new(|| format!("SELECT {VERSION_COLUMNS} FROM memory_versions WHERE rowid = $1"));
+    static BY_KEY: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT {VERSION_COLUMNS} FROM memory_versions \
+             WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $5"
+        )
+    });
+    let query = match hit.vid {
+        Some(vid) => sqlx::query_as::<_, VersionRow>(BY_ROWID.as_str()).bind(vid),
+        None => sqlx::query_as::<_, VersionRow>(BY_KEY.as_str())
+            .bind(&cx.scope.org)
+            .bind(&cx.scope.namespace)
+            .bind(&hit.agent)
+            .bind(key)
+            .bind(hit.version),
+    };
+    let row = query.fetch_one(conn).await.map_err(db_error)?;
     Ok(Some((hit.agent, row)))
 }
 
