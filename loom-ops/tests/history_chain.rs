@@ -227,3 +227,90 @@ async fn a_runs_changes_are_read_by_its_index() {
         "{plan:?}"
     );
 }
+
+/// Each (memory_key, version, prev, rowid) of `key`'s versions, oldest first.
+async fn links(h: &common::Harness, key: &str) -> Vec<(i64, Option<i64>, i64)> {
+    sqlx::query_as(
+        "SELECT version, prev, rowid FROM memory_versions WHERE memory_key = $1 ORDER BY rowid",
+    )
+    .bind(key)
+    .fetch_all(h.store().reader())
+    .await
+    .unwrap()
+}
+
+/// Loom's changes of a memory (sets, pins, locks, a delete: each writes
+/// the version first, then the row, migration 0019) link each version to
+/// the one before and name the newest on the row, as the trigger did for
+/// every version before; the trigger now links only versions inserted
+/// without a link, and one inserted with a link is left as its writer
+/// linked it.
+#[tokio::test]
+async fn loom_links_each_version_it_writes() {
+    let h = common::sqlite().await;
+    for content in ["one", "two", "three"] {
+        h.call("memory.set", json!({"memory_key": "k", "content": content}))
+            .await
+            .unwrap();
+    }
+    // Another key written between them: its versions are not on k's chain.
+    h.call("memory.set", json!({"memory_key": "other", "content": "x"}))
+        .await
+        .unwrap();
+    h.call("memory.pin", json!({"memory_key": "k"}))
+        .await
+        .unwrap();
+    h.call("memory.lock", json!({"memory_key": "k"}))
+        .await
+        .unwrap();
+    h.call("memory.unlock", json!({"memory_key": "k"}))
+        .await
+        .unwrap();
+    h.call("memory.set", json!({"memory_key": "k", "content": "four"}))
+        .await
+        .unwrap();
+    h.call("memory.unpin", json!({"memory_key": "k"}))
+        .await
+        .unwrap();
+    h.call("memory.delete", json!({"memory_key": "k"}))
+        .await
+        .unwrap();
+
+    let chain = links(&h, "k").await;
+    let numbers: Vec<i64> = chain.iter().map(|l| l.0).collect();
+    assert_eq!(numbers, (1..=9).collect::<Vec<_>>(), "{chain:?}");
+    assert_eq!(chain[0].1, None, "the first version has none before it");
+    for pair in chain.windows(2) {
+        assert_eq!(pair[1].1, Some(pair[0].2), "{chain:?}");
+    }
+    let head = h
+        .count("SELECT history FROM memories WHERE memory_key = 'k'")
+        .await;
+    assert_eq!(head, chain[8].2);
+    let page = h
+        .call("memory.history", json!({"memory_key": "k", "limit": 3}))
+        .await
+        .unwrap();
+    assert_eq!(versions(&page), [9, 8, 7]);
+
+    // A version inserted with its link named is left as its writer linked
+    // it: the memory's newest is not moved.
+    sqlx::query(
+        "INSERT INTO memory_versions (org, namespace, agent, memory_key, version, change, content, \
+         kind, labels, source, content_hash, pinned, locked, deleted, subject, changed_by, \
+         request_id, at_ms, prev) \
+         VALUES ($1, $2, $3, 'k', 10, 'set', 'ten', 'fact', '[]', '', 'h', 0, 0, 0, 's', $3, 'r', 9, $4)",
+    )
+    .bind(ORG)
+    .bind(NS)
+    .bind(AGENT)
+    .bind(head)
+    .execute(h.store().writer())
+    .await
+    .unwrap();
+    assert_eq!(
+        h.count("SELECT history FROM memories WHERE memory_key = 'k'")
+            .await,
+        head
+    );
+}

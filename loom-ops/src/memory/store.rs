@@ -446,8 +446,9 @@ fn insert_args<'q, B: Bind<'q>>(query: B, row: &'q Row) -> B {
 /// [`save`]'s change of the row, by [`save_args`]' parameters; the run is
 /// `$18`, as in [`INSERT_VALUES`]. On SQLite it also keeps the row's size
 /// for search ([`SQLITE_INSERT_SIZE`]), counted again only when the text
-/// changes (or was never counted): a pin or a lock keeps it.
-fn update_sql(backend: Backend) -> String {
+/// changes (or was never counted): a pin or a lock keeps it. `more` sets
+/// further columns (`, column = value`).
+fn update_sql(backend: Backend, more: &str) -> String {
     let size = match backend {
         Backend::Sqlite => {
             ", fts_tokens = CASE WHEN fts_tokens IS NOT NULL AND content IS $1 AND labels IS $3 \
@@ -458,7 +459,7 @@ fn update_sql(backend: Backend) -> String {
     format!(
         "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, \
          content_hash = $5, version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, \
-         updated_ms = $11, run_id = $18{size} \
+         updated_ms = $11, run_id = $18{size}{more} \
          WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16"
     )
 }
@@ -477,10 +478,17 @@ pub async fn save(
     new: &Row,
     change: &str,
 ) -> OpResult<bool> {
-    fn sql(backend: Backend) -> String {
-        with_snapshot(backend, &update_sql(backend), UPDATED, 17)
-    }
-    static SQL: PerBackend = PerBackend::new(|| sql(Backend::Sqlite), || sql(Backend::Postgres));
+    static SQL: PerBackend = PerBackend::new(
+        || sqlite_save("", ""),
+        || {
+            with_snapshot(
+                Backend::Postgres,
+                &update_sql(Backend::Postgres, ""),
+                UPDATED,
+                17,
+            )
+        },
+    );
     let query = sqlx::query(SQL.get(Backend::of(conn)));
     let done = snapshot_args(save_args(query, read_version, new), cx, change)
         .execute(&mut *conn)
@@ -547,12 +555,8 @@ pub async fn save_in_one_step(
     change: &str,
 ) -> OpResult<bool> {
     static SQL: LazyLock<OneStep> = LazyLock::new(|| {
-        let update = format!(
-            "{} AND {} RETURNING version",
-            update_sql(Backend::Sqlite),
-            none_locked("$12", "$13", "$15")
-        );
-        one_step_sql(&with_snapshot(Backend::Sqlite, &update, UPDATED, 17), 22)
+        let guard = format!(" AND {}", none_locked("$12", "$13", "$15"));
+        one_step_sql(&sqlite_save(&guard, " RETURNING version"), 22)
     });
     let values = snapshot_args(save_args(Values::default(), read_version, new), cx, change);
     Ok(store.write_in_one_step(cx, &SQL, values).await? > 0)
@@ -608,9 +612,7 @@ fn with_snapshot(backend: Backend, write: &str, written: &str, next: usize) -> S
     // newest so far (migration 0018: the chain history is read by).
     let snapshot = |from: &str, prev: (&str, &str), guard: &str| {
         format!(
-            "INSERT INTO memory_versions (org, namespace, agent, memory_key, version, change, content, \
-             kind, labels, source, content_hash, pinned, locked, deleted, expires_ms, run_id, subject, \
-             changed_by, request_id, at_ms{}) \
+            "INSERT INTO memory_versions ({WRITTEN_VERSION_COLUMNS}{}) \
              SELECT org, namespace, agent, memory_key, version, ${change}, content, kind, labels, source, \
              content_hash, pinned, locked, deleted, expires_ms, run_id, ${subject}, ${by}, ${request}, \
              updated_ms{} FROM {from}{guard}",
@@ -632,6 +634,35 @@ fn with_snapshot(backend: Backend, write: &str, written: &str, next: usize) -> S
             )
         )
     }
+}
+
+/// A `memory_versions` row's columns as a write gives them.
+const WRITTEN_VERSION_COLUMNS: &str = "org, namespace, agent, memory_key, version, change, content, kind, \
+     labels, source, content_hash, pinned, locked, deleted, expires_ms, run_id, subject, changed_by, \
+     request_id, at_ms";
+
+/// [`save`] on SQLite, by [`save_args`]' and [`snapshot_args`]' parameters
+/// ([`with_snapshot`]'s, from `$17`): the new version first, made from the
+/// parameters and linked to the row's newest (`history`), then the row,
+/// which takes the version's row id as its newest in the same write.
+/// `guard` is added to the version's condition (the row must still be at
+/// `$16`); the row is written only when the version was (`changes()`),
+/// with `returning` after it.
+///
+/// Why this order: with the row written first, the version was read back
+/// from it, and the chain's trigger (migration 0018) then wrote the row a
+/// second time to name the version its newest. A version Loom links
+/// itself is left alone by the trigger (migration 0019).
+fn sqlite_save(guard: &str, returning: &str) -> String {
+    format!(
+        "INSERT INTO memory_versions ({WRITTEN_VERSION_COLUMNS}, prev) \
+         SELECT $12, $13, $14, $15, $6, $17, $1, $2, $3, $4, $5, $7, $8, $9, $10, $18, $19, $20, \
+         $21, $11, history FROM memories \
+         WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16\
+         {guard}; \
+         {} AND changes() = 1{returning}",
+        update_sql(Backend::Sqlite, ", history = last_insert_rowid()")
+    )
 }
 
 /// Binds [`with_snapshot`]'s trailing parameters.
