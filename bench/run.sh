@@ -13,7 +13,8 @@
 # BENCH_WORKLOADS picks the workloads (default "get set search http"; the
 # ceiling always runs, as the ratios need it), e.g. BENCH_WORKLOADS=search.
 # BENCH_RESULTS is the file written (default bench/RESULTS.md), so a partial
-# run need not overwrite the full table.
+# run need not go on top of the full ones. The runs the file held follow
+# the new one, under "An earlier run" headings.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . bench/lib.sh
@@ -193,6 +194,25 @@ else
   echo "== PostgreSQL: LOOM_TEST_DATABASE_URL not set, not run"
 fi
 
+# earlier_runs FILE: the runs FILE holds, to follow the new one: its title
+# dropped, its newest run under a heading of its own ("## An earlier run:
+# COMMIT on DATE"), that run's own "## " headings a level down; the runs
+# before it as they were.
+earlier_runs() {
+  awk '
+    NR == 1 && /^# / { next }
+    !seen && /^Written by `bench\/run.sh` on / {
+      date = $0; sub(/^Written by `bench\/run.sh` on /, "", date); sub(/ \(commit.*/, "", date)
+      commit = $0; sub(/.*\(commit /, "", commit); sub(/\).*/, "", commit)
+      print "## An earlier run: " commit " on " date; print ""; seen = 1
+    }
+    !seen && /^$/ { next }
+    /^## An earlier run/ { older = 1 }
+    !older && /^## / { sub(/^## /, "### ") }
+    { print }
+  ' "$1"
+}
+
 cores="$(nproc)"
 mem="$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
 cpu="$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
@@ -211,5 +231,6 @@ cpu="$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
   printf '%s\n' "${servers[@]}"
 } >"$results.new"
 if [ -n "${BENCH_NOTES:-}" ] && [ -f "$BENCH_NOTES" ]; then cat "$BENCH_NOTES" >>"$results.new"; fi
+if [ -f "$results" ]; then echo >>"$results.new"; earlier_runs "$results" >>"$results.new"; fi
 mv "$results.new" "$results"
 echo "== wrote $results"
