@@ -228,7 +228,7 @@ async fn a_runs_changes_are_read_by_its_index() {
     );
 }
 
-/// Each (memory_key, version, prev, rowid) of `key`'s versions, oldest first.
+/// Each (version, prev, rowid) of `key`'s versions, oldest first.
 async fn links(h: &common::Harness, key: &str) -> Vec<(i64, Option<i64>, i64)> {
     sqlx::query_as(
         "SELECT version, prev, rowid FROM memory_versions WHERE memory_key = $1 ORDER BY rowid",
@@ -248,33 +248,24 @@ async fn links(h: &common::Harness, key: &str) -> Vec<(i64, Option<i64>, i64)> {
 #[tokio::test]
 async fn loom_links_each_version_it_writes() {
     let h = common::sqlite().await;
-    for content in ["one", "two", "three"] {
-        h.call("memory.set", json!({"memory_key": "k", "content": content}))
-            .await
-            .unwrap();
+    let k = |content: &str| json!({"memory_key": "k", "content": content});
+    let just_k = || json!({"memory_key": "k"});
+    let changes = [
+        ("memory.set", k("one")),
+        ("memory.set", k("two")),
+        ("memory.set", k("three")),
+        // Another key written between k's versions: not on k's chain.
+        ("memory.set", json!({"memory_key": "other", "content": "x"})),
+        ("memory.pin", just_k()),
+        ("memory.lock", just_k()),
+        ("memory.unlock", just_k()),
+        ("memory.set", k("four")),
+        ("memory.unpin", just_k()),
+        ("memory.delete", just_k()),
+    ];
+    for (op, args) in changes {
+        h.call(op, args).await.unwrap();
     }
-    // Another key written between them: its versions are not on k's chain.
-    h.call("memory.set", json!({"memory_key": "other", "content": "x"}))
-        .await
-        .unwrap();
-    h.call("memory.pin", json!({"memory_key": "k"}))
-        .await
-        .unwrap();
-    h.call("memory.lock", json!({"memory_key": "k"}))
-        .await
-        .unwrap();
-    h.call("memory.unlock", json!({"memory_key": "k"}))
-        .await
-        .unwrap();
-    h.call("memory.set", json!({"memory_key": "k", "content": "four"}))
-        .await
-        .unwrap();
-    h.call("memory.unpin", json!({"memory_key": "k"}))
-        .await
-        .unwrap();
-    h.call("memory.delete", json!({"memory_key": "k"}))
-        .await
-        .unwrap();
 
     let chain = links(&h, "k").await;
     let numbers: Vec<i64> = chain.iter().map(|l| l.0).collect();
