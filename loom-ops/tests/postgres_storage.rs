@@ -63,3 +63,44 @@ async fn a_sqlite_store_has_no_setup_warnings() {
     let t = testing::sqlite().await;
     assert!(t.store.setup_warnings().await.is_empty());
 }
+
+/// The call ledger's index by run holds only calls made in a run
+/// (migration 0015), and a run's calls are still read through it.
+#[tokio::test]
+async fn the_ledger_indexes_only_calls_in_a_run() {
+    let Some(t) = testing::postgres().await else {
+        return;
+    };
+    let (definition,): (String,) =
+        sqlx::query_as("SELECT pg_get_indexdef(to_regclass('agent_events_by_run'))")
+            .fetch_one(t.store.reader())
+            .await
+            .unwrap();
+    assert!(
+        definition.ends_with("WHERE (run_id IS NOT NULL)"),
+        "{definition}"
+    );
+    // The plan of run.calls' read, with sequential scans ruled out so
+    // that only an index the query may use can answer it.
+    let mut conn = t.store.reader().acquire().await.unwrap();
+    sqlx::query("SET enable_seqscan = off")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let plan: Vec<(String,)> = sqlx::query_as(
+        "EXPLAIN SELECT op FROM agent_events WHERE org = 'o' AND run_id = 'r' \
+         ORDER BY at_ms, id LIMIT 500",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    let plan: Vec<String> = plan.into_iter().map(|(line,)| line).collect();
+    assert!(
+        plan.iter().any(|line| line.contains("agent_events_by_run")),
+        "{plan:?}"
+    );
+    sqlx::query("RESET enable_seqscan")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+}
