@@ -33,7 +33,7 @@ def main():
 
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     failed = 0
-    for _ in range(calls):
+    for n in range(calls):
         key = f"bench-{rng.randrange(keys)}"
         if workload == "get":
             path, body = tool("loom_memory_get", {"memory_key": key, "agent": "bench"})
@@ -41,12 +41,18 @@ def main():
             content = " ".join(rng.choice(words) for _ in range(16))
             path, body = tool("loom_memory_set", {"memory_key": key, "agent": "bench",
                                                   "content": f"{content} {rng.randrange(10**9)}"})
+        elif workload == "create":
+            # A key no run of this many calls wrote before (a warm-up's
+            # calls are fewer): each call creates a memory.
+            content = " ".join(rng.choice(words) for _ in range(16))
+            path, body = tool("loom_memory_set", {"memory_key": f"new-{calls}-{n}", "agent": "bench",
+                                                  "content": f"{content} {rng.randrange(10**9)}"})
         elif workload == "search":
             path, body = tool("loom_search", {"query": " ".join(rng.sample(words, rng.randint(2, 3)))})
         elif workload == "http":
             path, body = "/v1/memory.get", {"memory_key": key, "agent": "bench"}
         else:
-            sys.exit(f"unknown workload {workload} (get, set, search, http)")
+            sys.exit(f"unknown workload {workload} (get, set, create, search, http)")
         conn.request("POST", path, json.dumps(body), headers)
         answer = conn.getresponse()
         data = answer.read()

@@ -7,7 +7,7 @@
 # Two runs of one binary differ by 1-3%, where requests/s on a shared
 # machine move by 20%: a figure for judging a change to the request path.
 #
-#   INSTR_CALLS=500 BENCH_MEMORIES=100000 BENCH_WORKLOADS="get http set" bench/instructions.sh
+#   INSTR_CALLS=500 BENCH_MEMORIES=100000 BENCH_WORKLOADS="get http set create" bench/instructions.sh
 #
 # INSTR_LOOM=PATH measures that `loom` binary instead of building one (a
 # build of another commit, to compare). `search` is a workload too, but its
@@ -26,7 +26,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 calls="${INSTR_CALLS:-500}"
 memories="${BENCH_MEMORIES:-100000}"
-workloads="${BENCH_WORKLOADS:-get http set}"
+workloads="${BENCH_WORKLOADS:-get http set create}"
 port="${INSTR_PORT:-18992}"
 
 need callgrind_control valgrind

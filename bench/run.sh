@@ -11,7 +11,8 @@
 #   BENCH_DURATION=20s BENCH_CONNECTIONS=32 BENCH_MEMORIES=100000 bench/run.sh
 #
 # BENCH_WORKLOADS picks the workloads (default "get set search http"; the
-# ceiling always runs, as the ratios need it), e.g. BENCH_WORKLOADS=search.
+# ceiling always runs, as the ratios need it), e.g. BENCH_WORKLOADS=search;
+# "create" (sets of keys not written before) runs only when named.
 # BENCH_RESULTS is the file written (default bench/RESULTS.md), so a partial
 # run need not go on top of the full ones. The runs the file held follow
 # the new one, under "An earlier run" headings.
@@ -147,9 +148,10 @@ bench_store() {
     case "$w" in
       get) drive "$name: MCP loom_memory_get" get 18991 "$pid" ;;
       set) drive "$name: MCP loom_memory_set" set 18991 "$pid" ;;
+      create) drive "$name: MCP loom_memory_set, new keys" create 18991 "$pid" ;;
       search) drive "$name: MCP loom_search" search 18991 "$pid" ;;
       http) drive "$name: POST /v1/memory.get" http 18991 "$pid" ;;
-      *) echo "unknown workload $w (get, set, search, http)" >&2; exit 2 ;;
+      *) echo "unknown workload $w (get, set, create, search, http)" >&2; exit 2 ;;
     esac
   done
   local peak; peak="$(rss_kb "$pid" VmHWM)"

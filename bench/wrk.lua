@@ -1,6 +1,7 @@
 -- wrk script for bench/run.sh. BENCH_WORKLOAD picks the request:
 --   get     MCP tools/call loom_memory_get on a random key
 --   set     MCP tools/call loom_memory_set: a new version of a random key
+--   create  MCP tools/call loom_memory_set of a key not written before
 --   search  MCP tools/call loom_search with a 2-3 word query
 --   http    POST /v1/memory.get on a random key
 --   ceiling MCP tools/call loom_memory_get against loom-ceiling
@@ -38,6 +39,7 @@ function init(args)
   math.randomseed(os.time() * 100 + (id or 0))
   load_words()
   errors = 0
+  created = 0
 end
 
 local function phrase(n)
@@ -61,6 +63,10 @@ function request()
   elseif workload == "set" then
     return tool("loom_memory_set", '{"memory_key":"' .. key .. '","agent":"bench","content":"' ..
       phrase(16) .. " " .. math.random(1000000000) .. '"}')
+  elseif workload == "create" then
+    created = created + 1
+    return tool("loom_memory_set", '{"memory_key":"new-' .. id .. '-' .. created ..
+      '","agent":"bench","content":"' .. phrase(16) .. " " .. math.random(1000000000) .. '"}')
   elseif workload == "search" then
     return tool("loom_search", '{"query":"' .. phrase(math.random(2, 3)) .. '"}')
   else
