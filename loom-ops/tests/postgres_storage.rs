@@ -80,25 +80,30 @@ async fn the_ledger_indexes_only_calls_in_a_run() {
         definition.ends_with("WHERE (run_id IS NOT NULL)"),
         "{definition}"
     );
-    // The plan of run.calls' read, with sequential scans ruled out so
-    // that only an index the query may use can answer it.
+    // The plans of run.calls' read and of the idle session runs' sweep,
+    // with sequential scans ruled out so that only an index the query may
+    // use can answer it.
     let mut conn = t.store.reader().acquire().await.unwrap();
     sqlx::query("SET enable_seqscan = off")
         .execute(&mut *conn)
         .await
         .unwrap();
-    let plan: Vec<(String,)> = sqlx::query_as(
-        "EXPLAIN SELECT op FROM agent_events WHERE org = 'o' AND run_id = 'r' \
-         ORDER BY at_ms, id LIMIT 500",
-    )
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap();
-    let plan: Vec<String> = plan.into_iter().map(|(line,)| line).collect();
-    assert!(
-        plan.iter().any(|line| line.contains("agent_events_by_run")),
-        "{plan:?}"
-    );
+    for read in [
+        "SELECT op FROM agent_events WHERE org = 'o' AND run_id = 'r' ORDER BY at_ms, id LIMIT 500",
+        "UPDATE runs SET status = 'closed' WHERE status = 'open' AND session_id IS NOT NULL \
+         AND started_ms < 5 AND NOT EXISTS (SELECT 1 FROM agent_events e \
+         WHERE e.org = runs.org AND e.run_id = runs.run_id AND e.at_ms >= 5)",
+    ] {
+        let plan: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN {read}")))
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        let plan: Vec<String> = plan.into_iter().map(|(line,)| line).collect();
+        assert!(
+            plan.iter().any(|line| line.contains("agent_events_by_run")),
+            "{read}: {plan:?}"
+        );
+    }
     sqlx::query("RESET enable_seqscan")
         .execute(&mut *conn)
         .await
