@@ -602,36 +602,33 @@ pub fn version_conflict(key: &str, expected: i64, current: i64) -> LoomError {
 /// request ([`snapshot_args`]). The run is the write's to store on the row
 /// (`memories.run_id`, which `memory.get` answers); the snapshot copies it
 /// from there, so the two never differ.
+///
+/// On SQLite this writes a new memory (a change of one is [`sqlite_save`]):
+/// its first version names none before it, and the chain's trigger
+/// (migration 0019) names it the row's newest.
 fn with_snapshot(backend: Backend, write: &str, written: &str, next: usize) -> String {
     let (change, run, subject, by, request) = (next, next + 1, next + 2, next + 3, next + 4);
     assert!(
         write.contains(&format!("run_id = ${run}")) || write.contains(&format!(", ${run}")),
         "the write must store the run (${run}) on the row"
     );
-    // On SQLite the snapshot also names the version before it, the row's
-    // newest so far (migration 0018: the chain history is read by).
-    let snapshot = |from: &str, prev: (&str, &str), guard: &str| {
+    let snapshot = |from: &str, guard: &str| {
         format!(
-            "INSERT INTO memory_versions ({WRITTEN_VERSION_COLUMNS}{}) \
+            "INSERT INTO memory_versions ({WRITTEN_VERSION_COLUMNS}) \
              SELECT org, namespace, agent, memory_key, version, ${change}, content, kind, labels, source, \
              content_hash, pinned, locked, deleted, expires_ms, run_id, ${subject}, ${by}, ${request}, \
-             updated_ms{} FROM {from}{guard}",
-            prev.0, prev.1
+             updated_ms FROM {from}{guard}"
         )
     };
     if backend == Backend::Postgres {
         format!(
             "WITH written AS ({write} RETURNING *) {}",
-            snapshot("written", ("", ""), "")
+            snapshot("written", "")
         )
     } else {
         format!(
             "{write}; {}",
-            snapshot(
-                "memories",
-                (", prev", ", history"),
-                &format!(" WHERE {written} AND changes() = 1")
-            )
+            snapshot("memories", &format!(" WHERE {written} AND changes() = 1"))
         )
     }
 }
