@@ -538,6 +538,63 @@ async fn errors_are_results_the_model_can_act_on() {
     }
 }
 
+/// JSON Schema counts `2.0` as an integer, so a client that checks its
+/// call against the listed schema may send one: it is taken as the integer.
+/// A whole number past an `i64` is refused by name, and nothing is written.
+#[tokio::test]
+async fn whole_numbers_sent_as_floats_are_taken_and_too_wide_ones_refused_by_name() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let c = McpClient::new(&t, Some(&token), "");
+        for content in ["one", "two", "three"] {
+            let r = c
+                .call(
+                    "loom_memory_set",
+                    json!({"memory_key": "k", "content": content}),
+                )
+                .await;
+            assert_eq!(r["isError"], false, "{r}");
+        }
+        let r = c
+            .call(
+                "loom_memory_history",
+                json!({"memory_key": "k", "limit": 2.0}),
+            )
+            .await;
+        assert_eq!(r["isError"], false, "{r}");
+        let versions = r["structuredContent"]["versions"].as_array().unwrap();
+        assert_eq!(versions.len(), 2, "{r}");
+        let r = c
+            .call(
+                "loom_memory_update",
+                json!({"memory_key": "k", "content": "four", "if_version": 3e0}),
+            )
+            .await;
+        assert_eq!(r["isError"], false, "{r}");
+        assert_eq!(r["structuredContent"]["version"], 4, "{r}");
+
+        let r = c
+            .call(
+                "loom_memory_update",
+                json!({"memory_key": "k", "content": "five", "if_version": 1e19}),
+            )
+            .await;
+        assert_eq!(r["isError"], true, "{r}");
+        assert_eq!(r["structuredContent"]["code"], "INVALID_ARGUMENTS", "{r}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.starts_with(
+                "memory.update: invalid arguments.\nif_version: Input should be an integer \
+                 from -9223372036854775808 to 9223372036854775807 [int_range]"
+            ),
+            "{text}"
+        );
+        let r = c.call("loom_memory_get", json!({"memory_key": "k"})).await;
+        assert_eq!(r["structuredContent"]["content"], "four", "{r}");
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn rate_limited_calls_refuse_with_the_wait() {
     for t in servers(|c| {

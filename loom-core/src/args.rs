@@ -112,6 +112,31 @@ impl Validator {
         args
     }
 
+    /// `args` with each whole number written as a float (`10.0`, `1e3`)
+    /// where the schema declares an integer written as an integer, when it
+    /// fits an `i64`.
+    ///
+    /// Why: JSON Schema counts `10.0` as an integer, so a client that checks
+    /// its call against the listed schema sends it, and serde's integers
+    /// refuse a float: the op's input would fail to decode after the check
+    /// passed, with a message naming no field. One too large for an `i64`
+    /// stays as sent, and [`Validator::check`] refuses it by name.
+    pub fn integers_as_declared(&self, mut args: Value) -> Value {
+        if !has_wide_number(&args) {
+            return args;
+        }
+        let mut pointers = Vec::new();
+        wide_integers(&self.schema, &args, "", &mut pointers);
+        for pointer in pointers {
+            if let Some(slot) = args.pointer_mut(&pointer)
+                && let Some(whole) = slot.as_f64().and_then(as_i64)
+            {
+                *slot = Value::from(whole);
+            }
+        }
+        args
+    }
+
     /// Every unknown key in `args`, at any depth the schema describes.
     pub fn unknown_keys(&self, args: &Value) -> Vec<Unknown> {
         // The common call: every key a top-level field holding no fields of
@@ -163,6 +188,9 @@ impl Validator {
         }
         if has_nul(args) {
             nul_errors(args, "", &mut errors);
+        }
+        if has_wide_number(args) {
+            range_errors(&self.schema, args, &mut errors);
         }
         if errors.is_empty() && unknown.is_empty() {
             Ok(())
@@ -322,6 +350,97 @@ fn nul_errors(v: &Value, path: &str, out: &mut Vec<String>) {
             }
         }
         _ => {}
+    }
+}
+
+/// Whether any number in `v` is not an `i64` (a float, or an integer past
+/// `i64::MAX`): only then is it worth looking where each one sits.
+fn has_wide_number(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => !n.is_i64(),
+        Value::Array(items) => items.iter().any(has_wide_number),
+        Value::Object(map) => map.values().any(has_wide_number),
+        _ => false,
+    }
+}
+
+/// `f` as an `i64` when it is a whole number in its range.
+fn as_i64(f: f64) -> Option<i64> {
+    // 2^63 is exactly representable; i64::MAX is not.
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    (f.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&f)).then_some(f as i64)
+}
+
+/// Whether `s` declares an integer, alone or beside `null` (an `Option`).
+fn declares_integer(s: &Value) -> bool {
+    match s.get("type") {
+        Some(Value::String(t)) => t == "integer",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
+        _ => ["anyOf", "oneOf"]
+            .iter()
+            .filter_map(|k| s.get(*k).and_then(Value::as_array))
+            .flatten()
+            .any(declares_integer),
+    }
+}
+
+/// The JSON pointer of each number in `value` that is not an `i64` where
+/// `schema` declares an integer (a `u64` field takes any `u64`).
+fn wide_integers(schema: &Value, value: &Value, pointer: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Number(n)
+            if !n.is_i64()
+                && declares_integer(schema)
+                && !(n.is_u64() && schema.get("format").is_some_and(|f| f == "uint64")) =>
+        {
+            out.push(pointer.to_owned());
+        }
+        Value::Object(map) => {
+            let Some(fields) = object_schemas(schema)
+                .into_iter()
+                .next()
+                .and_then(|obj| obj.get("properties"))
+            else {
+                return;
+            };
+            for (key, v) in map {
+                if let Some(sub) = fields.get(key) {
+                    let key = key.replace('~', "~0").replace('/', "~1");
+                    wide_integers(sub, v, &format!("{pointer}/{key}"), out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = item_schema(schema) {
+                for (i, v) in items.iter().enumerate() {
+                    wide_integers(item, v, &format!("{pointer}/{i}"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every whole number where the schema declares an integer that an `i64`
+/// cannot hold (the others [`Validator::integers_as_declared`] makes
+/// integers). A number with a fraction is the schema's type error already.
+fn range_errors(schema: &Value, args: &Value, out: &mut Vec<String>) {
+    let mut pointers = Vec::new();
+    wide_integers(schema, args, "", &mut pointers);
+    for pointer in pointers {
+        let Some(Value::Number(n)) = args.pointer(&pointer) else {
+            continue;
+        };
+        if n.as_f64()
+            .is_some_and(|f| f.fract() == 0.0 && as_i64(f).is_none())
+        {
+            out.push(format!(
+                "{}: Input should be an integer from {} to {} [int_range], got {n}",
+                at(&pointer_to_dotted(&pointer)),
+                i64::MIN,
+                i64::MAX
+            ));
+        }
     }
 }
 
@@ -599,9 +718,82 @@ mod tests {
         key_prefix: Option<String>,
     }
 
+    #[allow(dead_code)]
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct Page {
+        limit: Option<i64>,
+        weight: Option<f64>,
+        before: Vec<i64>,
+        meta: Option<Value>,
+        bytes: Option<u64>,
+    }
+
     fn validator<T: JsonSchema>() -> Validator {
         let full = schema::input_schema(&TypeInfo::of::<T>());
         Validator::new(&full, &schema::listed_input(&full))
+    }
+
+    #[test]
+    fn whole_numbers_sent_as_floats_are_integers_where_the_schema_says_so() {
+        let v = validator::<Page>();
+        let sent = json!({"limit": 10.0, "weight": 2.0, "before": [1e3, 7], "meta": {"n": 4.0}});
+        // As sent, the schema passes it and the input does not decode.
+        v.check("x.page", &sent, false).unwrap();
+        assert!(serde_json::from_value::<Page>(sent.clone()).is_err());
+
+        let args = v.integers_as_declared(sent);
+        assert!(args["limit"].is_i64() && args["limit"] == 10);
+        assert_eq!(args["before"], json!([1000, 7]));
+        assert!(args["weight"].is_f64(), "a float field keeps its float");
+        assert!(args["meta"]["n"].is_f64(), "free-form JSON is kept as sent");
+        v.check("x.page", &args, false).unwrap();
+        let page: Page = serde_json::from_value(args).unwrap();
+        assert_eq!((page.limit, page.before), (Some(10), vec![1000, 7]));
+
+        let plain = json!({"limit": 3, "before": []});
+        assert_eq!(v.integers_as_declared(plain.clone()), plain);
+    }
+
+    #[test]
+    fn a_whole_number_too_wide_for_an_i64_is_refused_by_name() {
+        let v = validator::<Page>();
+        for wide in [
+            json!(1e19),
+            json!(9_223_372_036_854_775_808_u64),
+            json!(-1e19),
+        ] {
+            let args = v.integers_as_declared(json!({"limit": 1, "before": [2, wide]}));
+            let err = v.check("x.page", &args, false).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::InvalidArguments);
+            assert_eq!(
+                err.detail()["errors"],
+                json!([format!(
+                    "before.1: Input should be an integer from -9223372036854775808 to \
+                     9223372036854775807 [int_range], got {wide}"
+                )]),
+            );
+            assert!(
+                err.message()
+                    .starts_with("x.page: invalid arguments.\nbefore.1: ")
+            );
+        }
+        // A u64 field takes what an i64 cannot hold.
+        let big = json!({"before": [], "bytes": 18_446_744_073_709_551_615_u64});
+        v.check("x.page", &v.integers_as_declared(big.clone()), false)
+            .unwrap();
+        assert!(serde_json::from_value::<Page>(big).is_ok());
+        // A fraction is the schema's type error, and only that.
+        let err = v
+            .check("x.page", &json!({"limit": 10.5, "before": []}), false)
+            .unwrap_err();
+        let errors = err.detail()["errors"].clone();
+        assert_eq!(errors.as_array().map(Vec::len), Some(1), "{errors}");
+        assert!(
+            errors[0]
+                .as_str()
+                .unwrap()
+                .starts_with("limit: Input should be of type")
+        );
     }
 
     #[test]

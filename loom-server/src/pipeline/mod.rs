@@ -403,6 +403,7 @@ async fn validate_and_run(cx: &OpCx, op: &'static Op, args: Value) -> Result<Out
     // The server-filled keys an op does not declare were read for identity
     // (step 2) and are accepted by name; the op never sees them.
     let args = op.validator().without_undeclared_server_filled(args);
+    let args = op.validator().integers_as_declared(args);
     op.validator().check(&op.name, &args, !op.read_only())?;
     // 7. the handler, under its latency budget
     match tokio::time::timeout(op.budget, (op.meta.call)(cx, args)).await {
