@@ -782,6 +782,31 @@ mod tests {
         v.check("x.page", &v.integers_as_declared(big.clone()), false)
             .unwrap();
         assert!(serde_json::from_value::<Page>(big).is_ok());
+        // Narrower integers are bounded in the schema (schema::bound_integers).
+        #[allow(dead_code)]
+        #[derive(serde::Deserialize, JsonSchema)]
+        struct Narrow {
+            count: Option<u32>,
+            offset: i32,
+        }
+        let v32 = validator::<Narrow>();
+        let err = v32
+            .check(
+                "x.narrow",
+                &json!({"count": 4_294_967_296_u64, "offset": -2_147_483_649_i64}),
+                false,
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.detail()["errors"],
+            json!([
+                "count: 4294967296 is greater than the maximum of 4294967295",
+                "offset: -2147483649 is less than the minimum of -2147483648"
+            ])
+        );
+        let edge = json!({"count": 4_294_967_295_u64, "offset": -2_147_483_648_i64});
+        v32.check("x.narrow", &edge, false).unwrap();
+        assert!(serde_json::from_value::<Narrow>(edge).is_ok());
         // A fraction is the schema's type error, and only that.
         let err = v
             .check("x.page", &json!({"limit": 10.5, "before": []}), false)

@@ -13,6 +13,7 @@
 //! name, since validation runs on the whole schema.
 
 use schemars::generate::{Contract, SchemaSettings};
+use schemars::transform::RecursiveTransform;
 use schemars::{Schema, SchemaGenerator};
 use serde_json::{Map, Value};
 
@@ -63,8 +64,34 @@ impl Profile {
 fn generator(contract: Contract) -> SchemaGenerator {
     let mut settings = SchemaSettings::draft2020_12();
     settings.inline_subschemas = true;
+    if contract == Contract::Deserialize {
+        settings
+            .transforms
+            .push(Box::new(RecursiveTransform(bound_integers)));
+    }
     settings.contract = contract;
     SchemaGenerator::new(settings)
+}
+
+/// Gives an input integer the bounds of its Rust type where schemars
+/// leaves them open (`i32`, `u32`, `usize`), keeping any the field sets.
+///
+/// Why: a number past them passes the schema and then fails to decode,
+/// with serde's message naming no field; bounded, the argument check
+/// refuses it by name. `i64` and `u64` are checked by `args` instead (JSON
+/// Schema bounds past 2^53 are not exact as floats).
+fn bound_integers(schema: &mut Schema) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    let (min, max) = match obj.get("format").and_then(Value::as_str) {
+        Some("int32") => (i64::from(i32::MIN), i32::MAX.unsigned_abs().into()),
+        Some("uint32") => (0, u64::from(u32::MAX)),
+        Some("uint") => (0, usize::MAX as u64),
+        _ => return,
+    };
+    obj.entry("minimum").or_insert(min.into());
+    obj.entry("maximum").or_insert(max.into());
 }
 
 /// The input schema of a model: what a call may send (whole, marks kept).
