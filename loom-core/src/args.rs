@@ -112,9 +112,8 @@ impl Validator {
         args
     }
 
-    /// `args` with each whole number written as a float (`10.0`, `1e3`)
-    /// where the schema declares an integer written as an integer, when it
-    /// fits an `i64`.
+    /// `args` with each whole number sent as a float (`10.0`, `1e3`) made
+    /// an integer where the schema declares one, when it fits an `i64`.
     ///
     /// Why: JSON Schema counts `10.0` as an integer, so a client that checks
     /// its call against the listed schema sends it, and serde's integers
