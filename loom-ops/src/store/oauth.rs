@@ -255,27 +255,7 @@ impl Store {
             tx.rollback().await.map_err(db_error)?;
             return Ok(false);
         }
-        let jtis: Vec<(String,)> = sqlx::query_as(
-            "SELECT access_jti FROM oauth_refresh_tokens WHERE username = $1 AND access_exp_ms > $2",
-        )
-        .bind(username)
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        for (jti,) in jtis {
-            sqlx::query("INSERT INTO revoked_tokens (jti, revoked_ms) VALUES ($1, $2) ON CONFLICT (jti) DO NOTHING")
-                .bind(jti)
-                .bind(now)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-        }
-        sqlx::query("UPDATE oauth_refresh_tokens SET revoked = 1 WHERE username = $1")
-            .bind(username)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        revoke_issued(&mut tx, Issued::ToUser, username, now).await?;
         tx.commit().await.map_err(db_error)?;
         Ok(true)
     }
@@ -499,31 +479,61 @@ impl Store {
     /// token issued beside one that has not expired yet. Returns how many
     /// access tokens were added to the revocation list.
     pub async fn oauth_family_revoke(&self, family_id: &str) -> OpResult<usize> {
-        let now = now_ms();
         let mut tx = self.writer().begin().await.map_err(db_error)?;
-        let jtis: Vec<(String,)> = sqlx::query_as(
-            "SELECT access_jti FROM oauth_refresh_tokens WHERE family_id = $1 AND access_exp_ms > $2",
-        )
-        .bind(family_id)
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_error)?;
-        let n = jtis.len();
-        for (jti,) in jtis {
-            sqlx::query("INSERT INTO revoked_tokens (jti, revoked_ms) VALUES ($1, $2) ON CONFLICT (jti) DO NOTHING")
-                .bind(jti)
-                .bind(now)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-        }
-        sqlx::query("UPDATE oauth_refresh_tokens SET revoked = 1 WHERE family_id = $1")
-            .bind(family_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        let n = revoke_issued(&mut tx, Issued::InFamily, family_id, now_ms()).await?;
         tx.commit().await.map_err(db_error)?;
         Ok(n)
     }
+}
+
+/// Which refresh tokens [`revoke_issued`] revokes: a user's or a family's.
+#[derive(Clone, Copy)]
+enum Issued {
+    /// `oauth_refresh_tokens.username`.
+    ToUser,
+    /// `oauth_refresh_tokens.family_id`.
+    InFamily,
+}
+
+/// Revokes, in `tx`, every refresh token `issued` selects by `value`, and
+/// puts every access token issued beside one that has not expired by
+/// `now` on the revocation list. Returns how many access tokens it listed.
+async fn revoke_issued(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    issued: Issued,
+    value: &str,
+    now: i64,
+) -> OpResult<usize> {
+    let (live_jtis, revoke) = match issued {
+        Issued::ToUser => (
+            "SELECT access_jti FROM oauth_refresh_tokens WHERE username = $1 AND access_exp_ms > $2",
+            "UPDATE oauth_refresh_tokens SET revoked = 1 WHERE username = $1",
+        ),
+        Issued::InFamily => (
+            "SELECT access_jti FROM oauth_refresh_tokens WHERE family_id = $1 AND access_exp_ms > $2",
+            "UPDATE oauth_refresh_tokens SET revoked = 1 WHERE family_id = $1",
+        ),
+    };
+    let jtis: Vec<(String,)> = sqlx::query_as(live_jtis)
+        .bind(value)
+        .bind(now)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    for (jti,) in &jtis {
+        sqlx::query(
+            "INSERT INTO revoked_tokens (jti, revoked_ms) VALUES ($1, $2) ON CONFLICT (jti) DO NOTHING",
+        )
+        .bind(jti.as_str())
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    }
+    sqlx::query(revoke)
+        .bind(value)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    Ok(jtis.len())
 }
