@@ -97,11 +97,23 @@ impl Validator {
         &self.optional
     }
 
+    /// The arguments op `op`'s input decodes from, or why `args` are
+    /// refused: the server-filled keys it does not declare dropped
+    /// ([`Validator::without_undeclared_server_filled`]), whole numbers
+    /// sent as floats made the integers its schema declares
+    /// ([`Validator::integers_as_declared`]), then [`Validator::check`]ed.
+    /// What the call pipeline hands an op, and what its tests should.
+    pub fn accept(&self, op: &str, args: Value, state_changing: bool) -> Result<Value, LoomError> {
+        let args = self.integers_as_declared(self.without_undeclared_server_filled(args));
+        self.check(op, &args, state_changing)?;
+        Ok(args)
+    }
+
     /// `args` without the server-filled keys ([`SERVER_FILLED`]) the op's
     /// input does not declare. The checker accepts those on every op (the
     /// pipeline reads `org` and `agent` for identity whatever the op), so
     /// they must not reach an input that refuses unknown fields.
-    pub fn without_undeclared_server_filled(&self, mut args: Value) -> Value {
+    fn without_undeclared_server_filled(&self, mut args: Value) -> Value {
         let dropped =
             |key: &str| SERVER_FILLED.contains(&key) && !self.declared_server_filled.contains(&key);
         if let Some(map) = args.as_object_mut()
@@ -120,7 +132,7 @@ impl Validator {
     /// refuse a float: the op's input would fail to decode after the check
     /// passed, with a message naming no field. One too large for an `i64`
     /// stays as sent, and [`Validator::check`] refuses it by name.
-    pub fn integers_as_declared(&self, mut args: Value) -> Value {
+    fn integers_as_declared(&self, mut args: Value) -> Value {
         if !has_wide_number(&args) {
             return args;
         }

@@ -146,9 +146,6 @@ impl Harness {
         loom_ops::link();
         let registry = Registry::global().expect("valid registry");
         let entry = registry.get(op).unwrap_or_else(|| panic!("no op {op}"));
-        entry
-            .validator()
-            .check(&entry.name, &args, !entry.read_only())?;
         let mut cx = OpCx::new(entry.name.as_str(), self.services.clone());
         cx.audit = entry.meta.audit;
         cx.request_id = uuid::Uuid::new_v4().to_string();
@@ -174,6 +171,11 @@ impl Harness {
             namespace_found,
         };
         cx.run_id = run_id.map(str::to_owned);
+        // After the scope, as the server reads identity (its `agent` among
+        // the keys an op may not declare) before it checks the arguments.
+        let args = entry
+            .validator()
+            .accept(&entry.name, args, !entry.read_only())?;
         (entry.meta.call)(&cx, args)
             .await
             .and_then(loom_core::Output::into_value)

@@ -399,14 +399,11 @@ pub async fn check_access(
 }
 
 async fn validate_and_run(cx: &OpCx, op: &'static Op, args: Value) -> Result<Output, LoomError> {
-    // 6. arguments
-    // The server-filled keys an op does not declare were read for identity
-    // (step 2) and are accepted by name; the op never sees them.
-    let args = op.validator().without_undeclared_server_filled(args);
-    // A whole number sent as a float where an integer is declared (10.0)
-    // is that integer: JSON Schema counts it as one.
-    let args = op.validator().integers_as_declared(args);
-    op.validator().check(&op.name, &args, !op.read_only())?;
+    // 6. arguments. The server-filled keys an op does not declare were
+    // read for identity (step 2) and are accepted by name; the op never
+    // sees them. A whole number sent as a float where an integer is
+    // declared (10.0) is that integer: JSON Schema counts it as one.
+    let args = op.validator().accept(&op.name, args, !op.read_only())?;
     // 7. the handler, under its latency budget
     match tokio::time::timeout(op.budget, (op.meta.call)(cx, args)).await {
         Ok(result) => result,
