@@ -220,8 +220,13 @@ fn with_runtime(work: impl std::future::Future<Output = Result<(), String>>) -> 
 fn init_logging(config: &Config) -> Result<(), String> {
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter)
         .map_err(|e| format!("LOOM_LOG={:?} is not valid: {e}", config.log_filter))?;
+    // Colour only for a person at a terminal: a service manager, a
+    // container runtime or a file gets the escape codes as text otherwise.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     let _ = if config.log_json {
         builder.json().try_init()

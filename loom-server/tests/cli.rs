@@ -149,15 +149,27 @@ fn bad_configuration_stops_the_start_naming_the_variable() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("LOOM_ALLOW_INSECURE"));
 }
 
-#[cfg(unix)]
-#[tokio::test]
-async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
+/// A `loom serve` child on a fresh SQLite store, any free port, standard
+/// output and error piped.
+struct Served {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT`, from the first line it printed.
+    base: String,
+    /// The lines it printed after the first.
+    banner: Vec<String>,
+    /// Everything it writes to standard error, once it has exited.
+    logs: std::thread::JoinHandle<String>,
+    url: String,
+    dir: std::path::PathBuf,
+}
+
+fn serve(log_format: &str) -> Served {
     let (url, dir) = testing::sqlite_url();
     let mut child = loom()
         .arg("serve")
         .env("LOOM_DATABASE_URL", &url)
         .env("LOOM_PORT", "0")
-        .env("LOOM_LOG_FORMAT", "json")
+        .env("LOOM_LOG_FORMAT", log_format)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -178,7 +190,54 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
         .next()
         .unwrap()
         .to_owned();
-    let rest: Vec<String> = lines.by_ref().take(4).map(Result::unwrap).collect();
+    let banner = lines.by_ref().take(4).map(Result::unwrap).collect();
+    Served {
+        child,
+        base,
+        banner,
+        logs,
+        url,
+        dir,
+    }
+}
+
+impl Served {
+    /// SIGTERM, then what it logged; asserts it exited cleanly.
+    fn stop(mut self) -> String {
+        let killed = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status:?}");
+        let logs = self.logs.join().unwrap();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        logs
+    }
+}
+
+/// Polls /readyz (a child process gives no other signal) until it answers.
+async fn wait_ready(client: &reqwest::Client, base: &str) {
+    for _ in 0..500 {
+        if client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("never ready");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
+    let served = serve("json");
+    let (base, rest, url) = (served.base.clone(), &served.banner, served.url.clone());
     assert!(
         rest.iter()
             .any(|l| l.contains(&format!("serving MCP at {base}/mcp"))),
@@ -194,20 +253,7 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
     );
 
     let client = reqwest::Client::new();
-    let mut ready = false;
-    for _ in 0..500 {
-        if client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(ready, "never ready");
+    wait_ready(&client, &base).await;
     let r = client
         .post(format!("{base}/v1/ops.capabilities"))
         .send()
@@ -243,14 +289,7 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
         .unwrap();
     assert_eq!(r.status(), 401);
 
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status:?}");
-    let logs = logs.join().unwrap();
+    let logs = served.stop();
     assert!(!logs.contains(&token), "a token was logged");
     let answered: Vec<&str> = logs.lines().filter(|l| l.contains("answered")).collect();
     assert_eq!(
@@ -259,7 +298,29 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
         "{logs}"
     );
     assert!(answered.iter().all(|l| l.contains("request_id")), "{logs}");
-    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Text logs to a pipe (a service manager, a container runtime, a file) are
+/// plain: colour escape codes are for a terminal.
+#[cfg(unix)]
+#[tokio::test]
+async fn text_logs_to_a_pipe_carry_no_colour_codes() {
+    let served = serve("text");
+    let client = reqwest::Client::new();
+    wait_ready(&client, &served.base).await;
+    let r = client
+        .post(format!("{}/v1/ops.capabilities", served.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let logs = served.stop();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("answered") && l.contains("status=401")),
+        "{logs}"
+    );
+    assert!(!logs.contains('\u{1b}'), "{logs}");
 }
 
 fn user_cmd(url: &str, args: &[&str], stdin: &str) -> std::process::Output {
