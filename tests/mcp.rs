@@ -674,6 +674,119 @@ async fn a_short_rate_limit_wait_is_sat_out_once_in_one_call() {
     }
 }
 
+/// On the full profile each tool lists an `outputSchema`, and clients (the
+/// TypeScript SDK's `callTool`) check every result's `structuredContent`
+/// against it, a refusal's too: the lean answers, an `explain: true` answer
+/// and refusals must all conform.
+#[tokio::test]
+async fn full_profile_results_conform_to_their_listed_output_schema() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let mut c = McpClient::new(&t, Some(&token), "toolset=all&schema_profile=full");
+        c.initialize("schema-check", "2025-11-25").await;
+        let list = c.request("tools/list", json!({})).await.body["result"].clone();
+        let schemas: std::collections::HashMap<String, jsonschema::Validator> = list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|tool| {
+                let schema = tool.get("outputSchema")?;
+                let v = jsonschema::draft202012::new(schema)
+                    .unwrap_or_else(|e| panic!("{}: {e}", tool["name"]));
+                Some((tool["name"].as_str().unwrap().to_owned(), v))
+            })
+            .collect();
+        assert!(schemas.len() > 20, "{}", schemas.len());
+        let run = c.call("loom_run_begin", json!({"goal": "check"})).await;
+        let run_id = run["structuredContent"]["run_id"].clone();
+        let calls = [
+            (
+                "loom_memory_set",
+                json!({"memory_key": "a", "content": "alpha beta", "labels": ["x"]}),
+                true,
+            ),
+            (
+                "loom_memory_set",
+                json!({"memory_key": "b", "content": "beta gamma"}),
+                true,
+            ),
+            (
+                "loom_memory_update",
+                json!({"memory_key": "a", "content": "alpha beta delta"}),
+                true,
+            ),
+            ("loom_memory_get", json!({"memory_key": "a"}), true),
+            (
+                "loom_memory_get",
+                json!({"memory_key": "a", "explain": true}),
+                true,
+            ),
+            ("loom_memory_history", json!({"memory_key": "a"}), true),
+            ("loom_memory_list", json!({}), true),
+            ("loom_memory_inspect", json!({"memory_key": "a"}), true),
+            ("loom_memory_provenance", json!({"memory_key": "a"}), true),
+            ("loom_memory_ask", json!({"question": "what is beta"}), true),
+            ("loom_memory_aggregate", json!({"group_by": "kind"}), true),
+            ("loom_memory_pin", json!({"memory_key": "a"}), true),
+            ("loom_memory_unpin", json!({"memory_key": "a"}), true),
+            ("loom_memory_lock", json!({"memory_key": "b"}), true),
+            ("loom_memory_unlock", json!({"memory_key": "b"}), true),
+            (
+                "loom_memory_apply",
+                json!({"action": "label", "filter": {"key_prefix": "a"}, "labels": ["y"], "dry_run": true}),
+                true,
+            ),
+            ("loom_memory_delete", json!({"memory_key": "b"}), true),
+            ("loom_blacklist_add", json!({"pattern": "secret*"}), true),
+            ("loom_context_pack", json!({"task": "alpha"}), true),
+            ("loom_grants_list", json!({}), true),
+            ("loom_namespace_get", json!({}), true),
+            ("loom_namespace_list_mine", json!({}), true),
+            ("loom_profile_set", json!({"persona": "tester"}), true),
+            ("loom_profile_get", json!({}), true),
+            (
+                "loom_working_memory_set",
+                json!({"content": "scratch", "run_id": run_id}),
+                true,
+            ),
+            (
+                "loom_working_memory_append",
+                json!({"content": "more", "run_id": run_id}),
+                true,
+            ),
+            ("loom_run_get", json!({"run_id": run_id}), true),
+            ("loom_run_list", json!({}), true),
+            (
+                "loom_run_complete",
+                json!({"run_id": run_id, "status": "succeeded"}),
+                true,
+            ),
+            ("loom_ops_capabilities", json!({}), true),
+            // Refusals: invalid arguments, not found, a conflict.
+            ("loom_memory_get", json!({"key": "a"}), false),
+            ("loom_memory_get", json!({"memory_key": "nope"}), false),
+            (
+                "loom_memory_set",
+                json!({"memory_key": "c", "content": "secret plan"}),
+                false,
+            ),
+            ("loom_run_get", json!({"run_id": "no-such-run"}), false),
+        ];
+        for (tool, args, ok) in calls {
+            let r = c.call(tool, args.clone()).await;
+            assert_eq!(r["isError"], !ok, "{tool} {args}: {r}");
+            let structured = &r["structuredContent"];
+            assert!(structured.is_object(), "{tool} {args}: {r}");
+            let errors: Vec<String> = schemas[tool]
+                .iter_errors(structured)
+                .map(|e| format!("{} at {}", e, e.instance_path()))
+                .collect();
+            assert!(errors.is_empty(), "{tool} {args}: {errors:?}\n{structured}");
+        }
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn older_revisions_get_only_the_fields_they_know() {
     for t in servers(generous).await {

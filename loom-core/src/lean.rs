@@ -297,6 +297,83 @@ impl Formatter for &mut LeanFormatter {
     }
 }
 
+/// The output schema MCP lists for an op (the full profile): what its
+/// tool results' `structuredContent` can hold, where the op's own schema
+/// ([`crate::schema::output_schema`], what HTTP answers) says what the whole
+/// output holds.
+///
+/// - A lean result drops diagnostic keys and empty values at any depth, so a
+///   property is required only where lean never drops it: an integer, a
+///   boolean or an array (a float can be NaN, written `null`; a string, an
+///   object, a reference or a nullable type can come out empty). The
+///   properties stay listed: `explain: true` answers the whole output.
+/// - A refusal is a tool result too, its body (`code`, `message`, category,
+///   status, the op's detail) in `structuredContent`, and clients check a
+///   result against the listed schema whether it is an error or not (the
+///   TypeScript SDK's `callTool` does): so the schema is either shape.
+pub fn listed_output_schema(full: &Value) -> Value {
+    let mut answer = full.clone();
+    let defs = answer.as_object_mut().and_then(|root| root.remove("$defs"));
+    relax_required(&mut answer);
+    let mut root = serde_json::Map::new();
+    root.insert("type".into(), "object".into());
+    if let Some(mut defs) = defs {
+        relax_required(&mut defs);
+        root.insert("$defs".into(), defs);
+    }
+    root.insert("anyOf".into(), Value::Array(vec![answer, refusal_schema()]));
+    Value::Object(root)
+}
+
+/// What a refused call's `structuredContent` always holds (the HTTP error
+/// envelope's fields; the rest is the refusal's own detail).
+fn refusal_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "description": "The refusal's stable code."},
+            "message": {"type": "string"},
+            "category": {"type": "string"},
+            "retryable": {"type": "boolean"},
+            "status": {"type": "integer", "description": "The HTTP status the same refusal has over /v1."},
+            "retry_after_s": {"type": "number"}
+        },
+        "required": ["code", "message", "category", "retryable", "status"]
+    })
+}
+
+/// Drops from every `required` list, at any depth, what lean may drop.
+fn relax_required(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if let Some(Value::Array(required)) = map.get("required") {
+                let props = map.get("properties");
+                let kept: Vec<Value> = required
+                    .iter()
+                    .filter(|name| {
+                        let name = name.as_str().unwrap_or_default();
+                        !DIAGNOSTIC_KEYS.contains(&name)
+                            && props
+                                .and_then(|p| p.get(name))
+                                .and_then(|p| p.get("type"))
+                                .and_then(Value::as_str)
+                                .is_some_and(|t| matches!(t, "integer" | "boolean" | "array"))
+                    })
+                    .cloned()
+                    .collect();
+                if kept.is_empty() {
+                    map.remove("required");
+                } else {
+                    map.insert("required".into(), Value::Array(kept));
+                }
+            }
+            map.values_mut().for_each(relax_required);
+        }
+        Value::Array(items) => items.iter_mut().for_each(relax_required),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,6 +399,42 @@ mod tests {
                 "count": 1
             })
         );
+    }
+
+    #[test]
+    fn the_listed_output_schema_takes_lean_answers_and_refusals() {
+        let full = json!({
+            "type": "object",
+            "properties": {
+                "memory_key": {"type": "string"},
+                "version": {"type": "integer"},
+                "changed": {"type": "boolean"},
+                "content_hash": {"type": "string"},
+                "hit": {"$ref": "#/$defs/Hit"}
+            },
+            "required": ["memory_key", "version", "changed", "content_hash", "hit"],
+            "$defs": {"Hit": {"type": "object", "properties": {"labels": {"type": "array"}, "source": {"type": "string"}}, "required": ["labels", "source"]}}
+        });
+        let listed = listed_output_schema(&full);
+        assert_eq!(listed["type"], "object");
+        assert_eq!(
+            listed["anyOf"][0]["required"],
+            json!(["version", "changed"])
+        );
+        assert_eq!(listed["$defs"]["Hit"]["required"], json!(["labels"]));
+        assert!(listed["anyOf"][0].get("$defs").is_none());
+        let v = jsonschema::draft202012::new(&listed).unwrap();
+        let answer = json!({"memory_key": "k", "content_hash": "ab", "version": 1, "changed": true,
+                            "hit": {"labels": [], "source": ""}});
+        assert!(v.is_valid(&lean(answer.clone())), "{}", lean(answer));
+        assert!(
+            v.is_valid(&answer),
+            "the whole output (explain: true) still conforms"
+        );
+        let refusal = json!({"code": "LOCKED", "message": "locked", "category": "conflict",
+                             "retryable": false, "status": 409, "version": "not a number"});
+        assert!(v.is_valid(&refusal));
+        assert!(!v.is_valid(&json!({"version": "x"})), "neither shape");
     }
 
     #[test]

@@ -168,7 +168,7 @@ fn op_tool(
     );
     tool.insert("inputSchema".into(), input);
     if profile == Profile::Full && revision.has_structured_output() {
-        let mut output = op.output_schema.clone();
+        let mut output = loom_core::lean::listed_output_schema(&op.output_schema);
         render_descriptions(&mut output, registry, listing);
         tool.insert("outputSchema".into(), output);
     }
