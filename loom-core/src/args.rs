@@ -14,6 +14,14 @@ use crate::schema::{self, SERVER_FILLED};
 
 /// How close a key must be to a field to be suggested (0..1).
 const SUGGEST_THRESHOLD: f64 = 0.6;
+/// Keys longer than this (in bytes) are no near miss of a field or tool
+/// name (the longest are ~30), and are not compared: edit distance costs
+/// the product of the two lengths, and a call is not to make the server
+/// compare a megabyte of key with every field.
+const MOST_NEAR_MISS_BYTES: usize = 128;
+/// Unknown keys a refusal looks for near misses of and names, at most (a
+/// call may send thousands): the first ones, then how many more there were.
+const MOST_UNKNOWN_MATCHED: usize = 32;
 
 /// The arguments callers see in refusals: listed fields only, minus `namespace`
 /// (every op takes it and the caller's default fills it).
@@ -244,7 +252,7 @@ impl Validator {
             text.push_str(e);
         }
         let mut unknown_map = Map::new();
-        for u in &unknown {
+        for u in unknown.iter().take(MOST_UNKNOWN_MATCHED) {
             text.push('\n');
             match &u.suggestion {
                 Some(s) => text.push_str(&format!("unknown '{}' — did you mean '{s}'?", u.path)),
@@ -254,6 +262,10 @@ impl Validator {
                 u.path.clone(),
                 u.suggestion.clone().map_or(Value::Null, Value::from),
             );
+        }
+        if unknown.len() > MOST_UNKNOWN_MATCHED {
+            let more = unknown.len() - MOST_UNKNOWN_MATCHED;
+            text.push_str(&format!("\n(and {more} more unknown keys)"));
         }
         let example = self.example(args);
         text.push_str(&format!("\nrequired: {}", list_or_none(&self.required)));
@@ -539,7 +551,11 @@ fn collect_unknown(schema: &Value, value: &Value, prefix: &str, out: &mut Vec<Un
                     Some(_) => {}
                     None if open || SERVER_FILLED.contains(&key.as_str()) && prefix.is_empty() => {}
                     None => out.push(Unknown {
-                        suggestion: closest(key, fields(), 1).first().map(|s| (*s).to_owned()),
+                        suggestion: if out.len() < MOST_UNKNOWN_MATCHED {
+                            closest(key, fields(), 1).first().map(|s| (*s).to_owned())
+                        } else {
+                            None
+                        },
                         path: path(key),
                     }),
                 }
@@ -567,6 +583,9 @@ fn normalize(s: &str) -> String {
 /// count, a key that is one of the field's `_` words scores high, else edit
 /// similarity.
 pub fn similarity(key: &str, field: &str) -> f64 {
+    if key.len() > MOST_NEAR_MISS_BYTES || field.len() > MOST_NEAR_MISS_BYTES {
+        return 0.0;
+    }
     let (k, f) = (normalize(key), normalize(field));
     if k.is_empty() || f.is_empty() {
         return 0.0;
@@ -662,11 +681,15 @@ fn corrected(schema: &Value, args: &Value) -> Value {
     let fields: Vec<&str> = schema::properties(obj).map(|(k, _)| k.as_str()).collect();
     let mut out = Map::new();
     if let Value::Object(sent) = args {
+        let mut unknown = 0;
         for (key, v) in sent {
             let target = if fields.contains(&key.as_str()) {
                 Some(key.as_str())
-            } else {
+            } else if unknown < MOST_UNKNOWN_MATCHED {
+                unknown += 1;
                 closest(key, fields.iter().copied(), 1).first().copied()
+            } else {
+                None
             };
             let Some(target) = target else { continue };
             let sub = &obj["properties"][target];
@@ -962,6 +985,41 @@ mod tests {
         );
         // the example keeps nothing invalid
         assert_eq!(err.detail()["example"]["memory_key"], "deploy_window");
+    }
+
+    #[test]
+    fn hostile_unknown_keys_are_not_matched_without_end() {
+        let v = validator::<Get>();
+        // A megabyte of key is compared with no field: no suggestion.
+        let long = "memory_key".repeat(100_000);
+        let err = v
+            .check(
+                "memory.get",
+                &json!({"memory_key": "k", long.clone(): 1}),
+                false,
+            )
+            .unwrap_err();
+        assert_eq!(err.detail()["unknown"][&long], Value::Null);
+        assert_eq!(similarity(&long, "memory_key"), 0.0);
+        // Thousands of keys: the first ones are named, then how many more.
+        let mut args = Map::new();
+        args.insert("memory_key".into(), json!("k"));
+        for i in 0..20_000 {
+            args.insert(format!("memory_kee{i}"), json!(1));
+        }
+        let err = v
+            .check("memory.get", &Value::Object(args), false)
+            .unwrap_err();
+        let named = err.detail()["unknown"].as_object().unwrap().len();
+        assert_eq!(named, MOST_UNKNOWN_MATCHED);
+        let more = 20_000 - MOST_UNKNOWN_MATCHED;
+        assert!(
+            err.message()
+                .contains(&format!("(and {more} more unknown keys)")),
+            "{}",
+            err.message()
+        );
+        assert_eq!(err.detail()["example"], json!({"memory_key": "k"}));
     }
 
     #[test]

@@ -199,6 +199,27 @@ fn corpus(token: &str, viewer: &str, globex_secret: &str) -> Corpus {
         token,
         format!("{{\"{}\": 1}}", "k".repeat(100_000)).as_bytes(),
     );
+    // Near-miss matching costs the product of two lengths: neither a
+    // megabyte of key nor thousands of keys may hold a serving thread.
+    c.call(
+        "unknown key of 900 KB",
+        "memory.get",
+        token,
+        format!(
+            "{{\"memory_key\": \"k\", \"{}\": 1}}",
+            "memory_kee".repeat(90_000)
+        )
+        .as_bytes(),
+    );
+    let many: serde_json::Map<String, Value> = (0..20_000)
+        .map(|i| (format!("memory_ky{i}"), json!(1)))
+        .collect();
+    c.call(
+        "20 000 unknown keys",
+        "memory.set",
+        token,
+        Value::Object(many).to_string().as_bytes(),
+    );
     c.call(
         "huge number",
         "memory.update",

@@ -17,6 +17,8 @@ use super::methods::RpcResult;
 
 /// How many ops `loom_op` help lists at most.
 pub const CATALOG_LIMIT: usize = 15;
+/// The words of a `loom_op` help query matched, at most (the first ones).
+const HELP_WORDS: usize = 16;
 
 /// Answers a `tools/call`.
 pub async fn call(mcp: &Mcp, conn: &Connection, _id: &Id, mut params: Value) -> RpcResult {
@@ -497,6 +499,9 @@ fn help(mcp: &Mcp, listing: &Listing, query: &str) -> Value {
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.len() > 1)
         .map(str::to_ascii_lowercase)
+        // Each word is looked for in every op's text: a query of a
+        // megabyte of words would keep a serving thread for seconds.
+        .take(HELP_WORDS)
         .collect();
     let mut scored: Vec<(usize, &Op)> = registry
         .ops()
