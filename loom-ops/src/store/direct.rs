@@ -289,10 +289,20 @@ fn group(
     let mut run = begin(conn);
     let mut next = Some(first);
     while let Some(job) = next.take() {
-        run = run.and_then(|()| add(conn, &job, &taken, &mut answers, &mut guarded));
-        taken.push(job);
-        if run.is_err() {
-            break;
+        // A call whose caller has gone is not made: its latency budget ran
+        // out while the write waited its turn or for the file's lock (held
+        // by another program), and it was answered that it timed out and
+        // may retry. Checked once the lock is held, just before its
+        // statements: a budget running out during them or the commit
+        // (microseconds to a sync) is the one window left.
+        if job.reply.is_closed() {
+            tracing::debug!("a write whose caller has gone is not made");
+        } else {
+            run = run.and_then(|()| add(conn, &job, &taken, &mut answers, &mut guarded));
+            taken.push(job);
+            if run.is_err() {
+                break;
+            }
         }
         if taken.len() < MAX_GROUP {
             next = jobs.try_recv().ok();
@@ -520,6 +530,32 @@ mod tests {
         direct.stop().await;
         assert!(!direct.running());
         assert!(direct.write(insert, row("d", 5)).await.is_err());
+    }
+
+    /// A write whose caller gave up (its future dropped: the call's budget
+    /// ran out) before the writer got the file's lock is not made; the
+    /// writes queued with it are.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_whose_caller_has_gone_is_not_made() {
+        let (_dir, path) = database("CREATE TABLE t (k TEXT PRIMARY KEY)");
+        let direct = Direct::start(&path, Arc::new(Mutex::new(State::default()))).unwrap();
+        let insert = |k: &'static str| {
+            move |conn: &Connection| conn.execute("INSERT INTO t (k) VALUES (?1)", [k])
+        };
+
+        // Another program holds the file's write lock: the writer waits for
+        // it in its BEGIN (busy_timeout) with the first write in hand.
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let gone = direct.run(insert("gone"));
+        let kept = direct.run(insert("kept"));
+        drop(gone);
+        other.execute_batch("COMMIT").unwrap();
+
+        assert_eq!(kept.await.unwrap(), 1);
+        let committed: Vec<String> = column(&path, "SELECT k FROM t ORDER BY k");
+        assert_eq!(committed, ["kept"]);
+        direct.stop().await;
     }
 
     /// A call that fails after writing part of its write, in a group with
