@@ -396,13 +396,9 @@ async fn unknown_ops_wrong_methods_big_and_malformed_bodies() {
     }
 }
 
-/// Creates namespace `vault` in org `acme`, straight in the database (no
-/// op creates namespaces).
+/// Creates namespace `vault` in org `acme`.
 async fn vault(t: &TestServer) {
-    sqlx::query("INSERT INTO namespaces (org, namespace, created_ms) VALUES ('acme', 'vault', 1)")
-        .execute(t.db.store.writer())
-        .await
-        .expect("namespace");
+    t.create_namespace("acme", "vault").await;
 }
 
 /// Authorization keeps what it read of a namespace and a caller's grant
@@ -503,15 +499,24 @@ async fn roles_namespaces_and_grants() {
             .await;
         assert_envelope(&a, 403, "NAMESPACE_NOT_ACCESSIBLE", n);
 
-        // an org-scoped admin token (no namespace claim) covers every namespace of its org
+        // an org-scoped admin token (no namespace claim) covers every
+        // namespace of its org, once it exists: no grant is planted ahead
         let org_admin = t.token("acme", "root", Role::Admin, &[]);
+        let grant = json!({"namespace": "secret", "subject": "ana", "role": "viewer"});
+        let a = t.post("grants.set", Some(&org_admin), grant.clone()).await;
+        assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", n);
+        assert_eq!(t.count("SELECT COUNT(*) FROM grants").await, 0, "{n}");
         let a = t
             .post(
                 "grants.set",
                 Some(&org_admin),
-                json!({"namespace": "secret", "subject": "ana", "role": "viewer"}),
+                json!({"namespace": "team", "subject": "a\u{1}b", "role": "viewer"}),
             )
             .await;
+        assert_envelope(&a, 422, "INVALID_ARGUMENTS", n);
+        assert_eq!(a.body["error"]["field"], "subject", "{n}");
+        t.create_namespace("acme", "secret").await;
+        let a = t.post("grants.set", Some(&org_admin), grant).await;
         assert_eq!(a.status, 200, "{n}: {}", a.text);
         assert_eq!(a.body["role"], "viewer", "{n}");
         assert_eq!(a.body["previous_role"], Value::Null, "{n}");
@@ -666,6 +671,7 @@ async fn a_namespace_that_does_not_exist_is_refused_and_nothing_is_written() {
 async fn idempotency_keys_replay_only_to_their_principal() {
     for t in servers(|_| {}).await {
         let n = t.name();
+        t.create_namespace("acme", "default").await;
         let boss = t.token("acme", "boss", Role::Admin, &[]);
         let other = t.token("acme", "other-admin", Role::Admin, &[]);
         let set = |who: &str| json!({"subject": who, "role": "writer"});
@@ -763,6 +769,7 @@ async fn idempotency_keys_replay_only_to_their_principal() {
 async fn audited_ops_write_audit_rows_and_others_do_not() {
     for t in servers(|_| {}).await {
         let n = t.name();
+        t.create_namespace("acme", "team").await;
         let admin = t.token("acme", "boss", Role::Admin, &["team"]);
         let viewer = t.token("acme", "ana", Role::Viewer, &["team"]);
         let rows = "SELECT COUNT(*) FROM audit_log";

@@ -179,6 +179,16 @@ impl TestServer {
         n
     }
 
+    /// Creates a namespace straight in the database (no op creates one).
+    pub async fn create_namespace(&self, org: &str, namespace: &str) {
+        sqlx::query("INSERT INTO namespaces (org, namespace, created_ms) VALUES ($1, $2, 0)")
+            .bind(org)
+            .bind(namespace)
+            .execute(self.db.store.writer())
+            .await
+            .expect("namespace");
+    }
+
     /// Writes the queued ledger rows and what reads left behind (exposures,
     /// recall counts).
     pub async fn flush_ledger(&self) {

@@ -864,6 +864,26 @@ async fn apply_dry_run_reports_exactly_what_the_real_run_changes() {
                 .await
                 .unwrap();
         assert_eq!(labels, r#"["old","x"]"#, "{n}");
+        // A memory holds at most 32 labels: one the labels would take past
+        // that is kept as it is, and said so.
+        let full: Vec<String> = (0..31).map(|i| format!("l{i:02}")).collect();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "v/full", "content": "full", "labels": full}),
+        )
+        .await
+        .unwrap();
+        let more =
+            json!({"action": "label", "labels": ["m1", "m2"], "filter": {"key_prefix": "v/"}});
+        let kept = h.call("memory.apply", more).await.unwrap();
+        assert_eq!(
+            kept["skipped"],
+            json!([{"memory_key": "v/full", "agent": "alice", "reason": "too many labels"}]),
+            "{n}"
+        );
+        let one = json!({"action": "label", "labels": ["m1"], "filter": {"key_prefix": "v/"}});
+        let took = h.call("memory.apply", one).await.unwrap();
+        assert_eq!(took["memory_keys"], json!(["v/full"]), "{n}: 32 is allowed");
 
         assert_eq!(
             code(

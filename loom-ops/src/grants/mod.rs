@@ -132,11 +132,12 @@ pub struct GrantSet {
 #[loom_op(role = "admin", audit, idempotent)]
 async fn set(cx: &OpCx, input: GrantsSetInput) -> OpResult<GrantSet> {
     let subject = input.subject.trim();
-    if subject.is_empty() || subject.len() > 256 {
+    if subject.is_empty() || subject.len() > 256 || subject.chars().any(char::is_control) {
         return Err(loom_core::LoomError::new(
             loom_core::ErrorCode::InvalidArguments,
-            "grants.set: subject must be 1 to 256 characters",
-        ));
+            "grants.set: subject must be 1 to 256 bytes with no control characters",
+        )
+        .with_detail("field", "subject"));
     }
     let store = cx.service::<Store>()?;
     let (org, namespace) = (&cx.scope.org, &cx.scope.namespace);
@@ -146,6 +147,10 @@ async fn set(cx: &OpCx, input: GrantsSetInput) -> OpResult<GrantSet> {
         .granted;
     let role = input.role.role();
     let mut tx = store.begin_write().await?;
+    // A grant is on a namespace that exists: an admin of the whole org
+    // passes authorization for any name, and a grant planted ahead of a
+    // namespace would hand it out the moment someone creates it.
+    crate::scope::require_namespace(tx.conn(), cx).await?;
     match role {
         Some(role) => {
             sqlx::query(

@@ -42,6 +42,11 @@ fn plan(action: ApplyAction, add: &[String], row: &Row, now: i64) -> Step {
             if labels_json(&labels) == row.labels {
                 return Step::Same;
             }
+            // A memory holds at most MAX_LABELS, as memory.set and
+            // memory.update hold it: one past it is kept as it is.
+            if labels.len() > validate::MAX_LABELS {
+                return Step::Keep("too many labels");
+            }
             new.labels = labels_json(&labels);
         }
         ApplyAction::Demote if row.pinned == 0 && row.recall_count == 0 => return Step::Same,

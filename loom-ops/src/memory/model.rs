@@ -319,7 +319,7 @@ pub enum ApplyAction {
     Expire,
     /// Lock.
     Lock,
-    /// Add `labels` (locked kept).
+    /// Add `labels` (locked kept, and one they would take past 32 labels).
     Label,
     /// Unpin and reset the recall count, so it ranks lower (locked kept).
     Demote,
@@ -378,7 +378,7 @@ pub struct AppliedMemory {
     pub memory_key: String,
     /// The agent holding the row.
     pub agent: String,
-    /// Why it was kept (pinned, locked); absent when changed.
+    /// Why it was kept (pinned, locked, too many labels); absent when changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

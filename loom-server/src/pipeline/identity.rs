@@ -32,7 +32,25 @@ fn explicit<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
 /// before the op's own argument check runs, so a control character (a NUL,
 /// which PostgreSQL's text refuses outright) or an unbounded length is
 /// refused here, as the caller's mistake, rather than failing a statement.
+///
+/// Another type than a string (or null, which names nothing) is refused
+/// too: `org` is declared by no op's schema, and an `agent` by few, so
+/// nothing after this step would tell the caller that `"org": 1` was not
+/// read.
 fn named<'a>(args: &'a Value, field: &str) -> Result<Option<&'a str>, LoomError> {
+    let sent = args.get(field).filter(|v| !v.is_null());
+    if let Some(v) = sent.filter(|v| !v.is_string()) {
+        let kind = match v {
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::Array(_) => "an array",
+            _ => "an object",
+        };
+        return Err(refused(
+            field,
+            format!("{field} must be a string, not {kind}"),
+        ));
+    }
     let Some(name) = explicit(args, field) else {
         return Ok(None);
     };
@@ -48,13 +66,15 @@ fn named<'a>(args: &'a Value, field: &str) -> Result<Option<&'a str>, LoomError>
     };
     match fault {
         None => Ok(Some(name)),
-        Some(message) => {
-            let errors = vec![format!("{field}: {message}")];
-            Err(LoomError::new(ErrorCode::InvalidArguments, message)
-                .with_detail("field", field)
-                .with_detail("errors", errors))
-        }
+        Some(message) => Err(refused(field, message)),
     }
+}
+
+fn refused(field: &str, message: String) -> LoomError {
+    let errors = vec![format!("{field}: {message}")];
+    LoomError::new(ErrorCode::InvalidArguments, message)
+        .with_detail("field", field)
+        .with_detail("errors", errors)
 }
 
 /// Whether the arguments name a namespace (an empty one names none).
@@ -171,6 +191,27 @@ mod tests {
             assert_eq!(err.code(), ErrorCode::InvalidArguments, "{field} {bad:?}");
             assert_eq!(err.detail().get("field"), Some(&json!(field)), "{bad:?}");
         }
+        for (field, bad) in [
+            ("org", json!(1)),
+            ("org", json!({"\u{0}": [1]})),
+            ("org", json!(true)),
+            ("agent", json!([])),
+            ("namespace", json!({})),
+        ] {
+            let err = resolve(Some(&c), &json!({ field: bad }), None).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::InvalidArguments, "{field} {bad}");
+            assert!(
+                err.message().contains("must be a string"),
+                "{}",
+                err.message()
+            );
+        }
+        let s = resolve(Some(&c), &json!({"org": null, "agent": null}), None).unwrap();
+        assert_eq!(
+            (s.org.as_str(), s.agent.as_str()),
+            ("acme", "ana"),
+            "null names nothing"
+        );
         let fine = "n".repeat(MAX_NAME_BYTES);
         let s = resolve(
             Some(&c),
