@@ -131,6 +131,15 @@ async fn framing_batches_and_methods() {
         );
         let r = c.request("resources/list", json!({})).await;
         assert_eq!(r.body["result"]["resources"][0]["uri"], "loom://primer");
+        let r = c.request("resources/templates/list", json!({})).await;
+        assert_eq!(
+            (
+                &r.body["result"]["resourceTemplates"],
+                r.body["result"]["cacheScope"].as_str()
+            ),
+            (&json!([]), Some("public"))
+        );
+        assert!(r.body["result"]["ttlMs"].is_u64());
         let r = c
             .request("resources/read", json!({"uri": "loom://primer"}))
             .await;
@@ -154,6 +163,10 @@ async fn framing_batches_and_methods() {
         assert_eq!(d.body["result"]["supportedVersions"][0], "2025-11-25");
         assert_eq!(d.body["result"]["serverInfo"]["name"], "loom");
         assert!(d.body["result"]["instructions"].is_string());
+        assert_eq!(
+            d.body["result"]["cacheScope"], "private",
+            "the primer is the caller's own"
+        );
         t.server.shutdown().await;
     }
 }
@@ -211,6 +224,40 @@ async fn protocol_header_host_origin_and_session_checks() {
         // sessions end with DELETE; the dead id is 404 afterwards
         c.initialize("claude-code", "2025-11-25").await;
         let sid = c.session.clone().unwrap();
+        // every answer within the session names it, refusals included
+        let a = t.send(c.post().body("{not json")).await;
+        assert_eq!(
+            (a.body["error"]["code"].as_i64(), a.header("mcp-session-id")),
+            (Some(-32700), Some(sid.as_str()))
+        );
+        let a = t
+            .send(
+                t.client
+                    .post(c.url())
+                    .header("mcp-session-id", &sid)
+                    .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.header("mcp-session-id")),
+            (401, Some(sid.as_str()))
+        );
+        // a DELETE naming an unserved revision is refused as a POST is, and
+        // ends nothing
+        let del = t
+            .send(
+                t.client
+                    .delete(c.url())
+                    .bearer_auth(&token)
+                    .header("mcp-session-id", &sid)
+                    .header("mcp-protocol-version", "1999-01-01"),
+            )
+            .await;
+        assert_eq!(
+            (del.status, del.body["error"]["code"].as_i64()),
+            (400, Some(-32022))
+        );
+        assert_eq!(c.request("ping", json!({})).await.status, 200);
         let del = t
             .send(
                 t.client
@@ -233,6 +280,7 @@ async fn protocol_header_host_origin_and_session_checks() {
         assert_eq!(del.status, 404);
         let get = t.send(t.client.get(c.url()).bearer_auth(&token)).await;
         assert_eq!(get.status, 405);
+        assert_eq!(get.body["error"]["code"], -32600, "{}", get.text);
         // a session belongs to the principal that opened it
         let mut mine = McpClient::new(&t, Some(&token), "");
         mine.initialize("x", "2025-11-25").await;
@@ -342,6 +390,13 @@ async fn listings_follow_toolset_and_profile() {
             names(&typo.request("tools/list", json!({})).await.body["result"]),
             n,
             "unknown toolset falls back"
+        );
+        let twice = McpClient::new(&t, Some(&token), "toolset=coding&toolset=atomic");
+        let a = twice.request("tools/list", json!({})).await;
+        assert_eq!(
+            (a.status, names(&a.body["result"])),
+            (200, n.clone()),
+            "a parameter given two values names nothing"
         );
         let union = McpClient::new(
             &t,

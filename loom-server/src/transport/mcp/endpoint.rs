@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use loom_core::{Caller, ErrorCode, Listing, LoomError, Profile, RateClass, RateKey};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::config::AuthMode;
 use super::jsonrpc::{self, Body as RpcBody, JsonText, Message, code};
@@ -107,6 +107,26 @@ fn allowed_hosts(config: &crate::Config) -> Vec<String> {
 pub struct ConnectionQuery {
     toolset: Option<String>,
     schema_profile: Option<String>,
+}
+
+impl ConnectionQuery {
+    /// Read from the URL, never refused: what cannot be read, and a
+    /// parameter given twice with two values, names nothing, so the
+    /// connection gets the deployment's default as for an unknown value.
+    fn from_uri(uri: &axum::http::Uri) -> ConnectionQuery {
+        let Ok(Query(pairs)) = Query::<Vec<(String, String)>>::try_from_uri(uri) else {
+            return ConnectionQuery::default();
+        };
+        let one = |key: &str| {
+            let mut values = pairs.iter().filter(|(k, _)| k == key).map(|(_, v)| v);
+            let first = values.next()?;
+            values.all(|v| v == first).then(|| first.clone())
+        };
+        ConnectionQuery {
+            toolset: one("toolset"),
+            schema_profile: one("schema_profile"),
+        }
+    }
 }
 
 /// One request's connection: what it lists, how, and who calls.
@@ -299,11 +319,28 @@ fn authenticate(
 /// Takes the request whole: its headers and request id are moved out of it
 /// (the `HeaderMap` and `Extension` extractors clone them, every call).
 async fn post_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
+    let session_id = request.headers().get(&SESSION_ID).cloned();
+    echo_session(session_id, answer_post(mcp, request).await)
+}
+
+/// Every answer within a session names it, refusals included (a new
+/// session's `initialize` answer names its own); not the one saying the
+/// session is unknown.
+fn echo_session(session_id: Option<HeaderValue>, mut response: Response) -> Response {
+    if let Some(id) = session_id
+        && response.status() != StatusCode::NOT_FOUND
+    {
+        response
+            .headers_mut()
+            .entry(SESSION_ID.clone())
+            .or_insert(id);
+    }
+    response
+}
+
+async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
-    let query: ConnectionQuery = match Query::try_from_uri(&parts.uri) {
-        Ok(Query(query)) => query,
-        Err(rejection) => return rejection.into_response(),
-    };
+    let query = ConnectionQuery::from_uri(&parts.uri);
     let Some(RequestId(request_id)) = parts.extensions.remove::<RequestId>() else {
         // The router's request-id layer gives every request one.
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
@@ -415,8 +452,16 @@ async fn post_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
 }
 
 async fn delete_mcp(State(mcp): State<Arc<Mcp>>, headers: HeaderMap, body: Body) -> Response {
+    let session_id = headers.get(&SESSION_ID).cloned();
+    echo_session(session_id, end_session(mcp, headers, body).await)
+}
+
+async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response {
     let _ = read_bytes(&mcp.app, &headers, body).await;
     if let Err(refusal) = check_host_and_origin(&mcp, &headers) {
+        return *refusal;
+    }
+    if let Err(refusal) = check_protocol_header(&headers) {
         return *refusal;
     }
     let Some(id) = header_str(&headers, &SESSION_ID).map(str::to_owned) else {
@@ -500,15 +545,15 @@ async fn get_mcp(State(mcp): State<Arc<Mcp>>, headers: HeaderMap) -> Response {
     if let Err(refusal) = check_host_and_origin(&mcp, &headers) {
         return *refusal;
     }
-    let mut response = (
+    let mut response = rpc_error_response(
         StatusCode::METHOD_NOT_ALLOWED,
-        axum::Json(
-            json!({"error": "this server answers POST /mcp with JSON; it opens no event stream"}),
-        ),
-    )
-        .into_response();
+        None,
+        code::INVALID_REQUEST,
+        "this server answers POST /mcp with JSON; it opens no event stream",
+        None,
+    );
     response
         .headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
-    response
+    echo_session(headers.get(&SESSION_ID).cloned(), response)
 }

@@ -130,7 +130,10 @@ async fn other_request(
             }
             Ok(json!({"resources": [resource], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}))
         }
-        "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
+        "resources/templates/list" => {
+            no_cursor(&params)?;
+            Ok(json!({"resourceTemplates": [], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}))
+        }
         "resources/read" => {
             let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
             if uri != PRIMER_URI {
@@ -151,7 +154,8 @@ async fn other_request(
                 "serverInfo": server_info(Revision::V2025_11_25),
                 "instructions": instructions,
                 "ttlMs": LIST_TTL_MS,
-                "cacheScope": "public",
+                // The primer is the caller's: workspace, agent, profile.
+                "cacheScope": "private",
                 "_meta": {"io.modelcontextprotocol/serverInfo": server_info(Revision::V2025_11_25)},
             }))
         }
