@@ -236,61 +236,82 @@ fn init_logging(config: &Config) -> Result<(), String> {
     Ok(())
 }
 
+/// A line of the server's banner on standard output. A server outlives
+/// whoever reads its output: with that gone (a closed pipe, `| head`) a
+/// line is dropped, where `println!` would panic and take the server down.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 async fn serve() -> Result<(), String> {
     let config = Config::from_env()?;
     init_logging(&config)?;
     registry_or_report().ok_or("the op registry is invalid")?;
+    // Listening for the stop signals starts before serving: a SIGTERM that
+    // comes as soon as the server answers (an orchestrator stopping what it
+    // just started) still stops it cleanly, where it killed the process.
+    let stop = stop_signal();
     let server = crate::app::spawn(config).await?;
     let app = server.app.clone();
     let base = server.url();
-    println!(
+    say!(
         "loom: serving the HTTP API at {base}/v1/<op> (health {base}/healthz, readiness {base}/readyz)"
     );
-    println!(
+    say!(
         "loom: serving MCP at {base}/mcp (toolset {}, schema profile {})",
         app.config.mcp.toolset,
         app.config.mcp.profile.as_str()
     );
-    println!("loom: store {}", app.store.backend().as_str());
+    say!("loom: store {}", app.store.backend().as_str());
     for warning in app.store.setup_warnings().await {
         tracing::warn!("{warning}");
     }
     if !app.config.auth_required {
-        println!(
-            "loom: authentication is OFF (LOOM_AUTH_REQUIRED=false): every call acts as admin"
-        );
+        say!("loom: authentication is OFF (LOOM_AUTH_REQUIRED=false): every call acts as admin");
     }
     if app.first_start {
-        println!("loom: created org 'default' with namespace 'default'. Mint a token with:");
-        println!("  loom token mint --org default --subject you --role admin");
-        println!(
+        say!("loom: created org 'default' with namespace 'default'. Mint a token with:");
+        say!("  loom token mint --org default --subject you --role admin");
+        say!(
             "then call: curl -X POST {base}/v1/ops.capabilities -H \"Authorization: Bearer $TOKEN\""
         );
     }
-    shutdown_signal().await;
+    stop.await;
     tracing::info!("signal received");
     server.shutdown().await;
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+/// SIGTERM or SIGINT (Ctrl-C), each listened for from this call on.
+#[cfg(unix)]
+fn stop_signal() -> impl Future<Output = ()> {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    async fn received(signal: std::io::Result<Signal>) {
+        match signal {
             Ok(mut s) => {
                 s.recv().await;
             }
             Err(_) => std::future::pending::<()>().await,
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    }
+    let term = received(signal(SignalKind::terminate()));
+    let interrupt = received(signal(SignalKind::interrupt()));
+    async move {
+        tokio::select! {
+            () = term => {},
+            () = interrupt => {},
+        }
+    }
+}
+
+/// Ctrl-C.
+#[cfg(not(unix))]
+fn stop_signal() -> impl Future<Output = ()> {
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

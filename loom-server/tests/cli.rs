@@ -159,16 +159,37 @@ struct Served {
     banner: Vec<String>,
     /// Everything it writes to standard error, once it has exited.
     logs: std::thread::JoinHandle<String>,
+    /// Its standard output after the banner, kept open while the test runs
+    /// (`None`: closed from the start).
+    _stdout: Option<std::io::Lines<BufReader<std::process::ChildStdout>>>,
     url: String,
     dir: std::path::PathBuf,
 }
 
-fn serve(log_format: &str) -> Served {
+/// How a test takes the server's standard output.
+enum Output {
+    /// Read: the port comes from the banner's first line.
+    Read,
+    /// Closed before the server writes a line (a supervisor's pipe may
+    /// be), on a port picked here.
+    Closed,
+}
+
+fn serve(log_format: &str, output: Output) -> Served {
     let (url, dir) = testing::sqlite_url();
+    let port = match output {
+        Output::Read => 0,
+        // Free now; the server binds it a moment later.
+        Output::Closed => std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port(),
+    };
     let mut child = loom()
         .arg("serve")
         .env("LOOM_DATABASE_URL", &url)
-        .env("LOOM_PORT", "0")
+        .env("LOOM_PORT", port.to_string())
         .env("LOOM_LOG_FORMAT", log_format)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -180,22 +201,33 @@ fn serve(log_format: &str) -> Served {
         std::io::Read::read_to_string(&mut stderr, &mut text).unwrap();
         text
     });
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let base = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .split("/v1")
-        .next()
-        .unwrap()
-        .to_owned();
-    let banner = lines.by_ref().take(4).map(Result::unwrap).collect();
+    let stdout = child.stdout.take().unwrap();
+    let (base, banner, stdout) = match output {
+        Output::Closed => {
+            drop(stdout);
+            (format!("http://127.0.0.1:{port}"), Vec::new(), None)
+        }
+        Output::Read => {
+            let mut lines = BufReader::new(stdout).lines();
+            let first = lines.next().unwrap().unwrap();
+            let base = first
+                .split_whitespace()
+                .find(|w| w.starts_with("http://"))
+                .unwrap()
+                .split("/v1")
+                .next()
+                .unwrap()
+                .to_owned();
+            let banner = lines.by_ref().take(4).map(Result::unwrap).collect();
+            (base, banner, Some(lines))
+        }
+    };
     Served {
         child,
         base,
         banner,
         logs,
+        _stdout: stdout,
         url,
         dir,
     }
@@ -210,33 +242,38 @@ impl Served {
             .unwrap();
         assert!(killed.success());
         let status = self.child.wait().unwrap();
-        assert!(status.success(), "{status:?}");
         let logs = self.logs.join().unwrap();
+        assert!(status.success(), "{status:?}: {logs}");
         let _ = std::fs::remove_dir_all(&self.dir);
         logs
     }
 }
 
-/// Polls /readyz (a child process gives no other signal) until it answers.
-async fn wait_ready(client: &reqwest::Client, base: &str) {
-    for _ in 0..500 {
-        if client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            return;
+impl Served {
+    /// Polls /readyz (a child process gives no other signal) until it
+    /// answers; stops the server and fails with what it logged if it never
+    /// does.
+    async fn wait_ready(self, client: &reqwest::Client) -> Served {
+        for _ in 0..3000 {
+            if client
+                .get(format!("{}/readyz", self.base))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                return self;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let logs = self.stop();
+        panic!("never ready: {logs}");
     }
-    panic!("never ready");
 }
 
 #[cfg(unix)]
 #[tokio::test]
 async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
-    let served = serve("json");
+    let served = serve("json", Output::Read);
     let (base, rest, url) = (served.base.clone(), &served.banner, served.url.clone());
     assert!(
         rest.iter()
@@ -253,7 +290,7 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
     );
 
     let client = reqwest::Client::new();
-    wait_ready(&client, &base).await;
+    let served = served.wait_ready(&client).await;
     let r = client
         .post(format!("{base}/v1/ops.capabilities"))
         .send()
@@ -305,9 +342,11 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
 #[cfg(unix)]
 #[tokio::test]
 async fn text_logs_to_a_pipe_carry_no_colour_codes() {
-    let served = serve("text");
+    // Nobody reads its output: it serves all the same, its banner dropped
+    // (a panic on the closed pipe took the server down).
+    let served = serve("text", Output::Closed);
     let client = reqwest::Client::new();
-    wait_ready(&client, &served.base).await;
+    let served = served.wait_ready(&client).await;
     let r = client
         .post(format!("{}/v1/ops.capabilities", served.base))
         .send()
