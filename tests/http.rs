@@ -186,6 +186,18 @@ async fn missing_and_invalid_tokens_are_401_with_the_right_challenge() {
             "{n}"
         );
 
+        // two Authorization headers are refused whatever they hold, the
+        // valid one first or second
+        for pair in [[&good, "not.a.jwt"], ["not.a.jwt", &good], [&good, &good]] {
+            let mut request = t.request("ops.capabilities", None);
+            for token in pair {
+                request = request.header("authorization", format!("Bearer {token}"));
+            }
+            let a = t.send(request).await;
+            assert_envelope(&a, 401, "UNAUTHENTICATED", n);
+            assert_eq!(a.header("www-authenticate"), Some(CHALLENGE_INVALID), "{n}");
+        }
+
         let mut bad: Vec<(&str, String)> = Vec::new();
         bad.push(("garbage", "not.a.jwt".into()));
         // alg none, unsigned

@@ -191,7 +191,9 @@ impl Validator {
             ));
         }
         let unknown = self.unknown_keys(args);
-        if state_changing {
+        // A NUL anywhere is INVALID_ARGUMENTS naming it, near-miss keys
+        // or not (one in a key would otherwise be suggested a field).
+        if state_changing && !has_nul(args) {
             let near: Vec<&Unknown> = unknown.iter().filter(|u| u.suggestion.is_some()).collect();
             if !near.is_empty() {
                 return Err(self.unknown_argument(op, &near));
@@ -332,8 +334,12 @@ fn field_error(e: &jsonschema::ValidationError<'_>) -> Option<String> {
 }
 
 fn expected_type(e: &jsonschema::ValidationError<'_>) -> String {
-    // The Display text names the expected type(s) after "is not of type".
+    // The Display text names the expected type after "is not of type", or
+    // the types after "is not of types".
     let text = e.to_string();
+    if let Some((_, types)) = text.split_once("is not of types") {
+        return format!("of one of the types {}", types.trim());
+    }
     match text.split_once("is not of type") {
         Some((_, ty)) => format!("of type {}", ty.trim()),
         None => "of another type".into(),
@@ -851,7 +857,8 @@ mod tests {
             errors[0]
                 .as_str()
                 .unwrap()
-                .starts_with("limit: Input should be of type")
+                .starts_with("limit: Input should be of one of the types"),
+            "{errors}"
         );
     }
 
@@ -985,6 +992,33 @@ mod tests {
         );
         // the example keeps nothing invalid
         assert_eq!(err.detail()["example"]["memory_key"], "deploy_window");
+    }
+
+    #[test]
+    fn type_errors_name_the_types_and_a_nul_key_is_invalid_not_a_near_miss() {
+        let v = validator::<Get>();
+        let err = v
+            .check(
+                "memory.get",
+                &json!({"memory_key": "k", "fields": "abc"}),
+                false,
+            )
+            .unwrap_err();
+        assert!(
+            err.message()
+                .contains("fields: Input should be of one of the types"),
+            "{}",
+            err.message()
+        );
+        let err = v
+            .check(
+                "memory.get",
+                &json!({"memory_key": "k", "namespac\u{0}": "x"}),
+                true,
+            )
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArguments, "{}", err.message());
+        assert!(err.message().contains("[string_nul]"), "{}", err.message());
     }
 
     #[test]

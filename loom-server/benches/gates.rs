@@ -62,7 +62,7 @@ fn gates(c: &mut Criterion) {
         })
         .expect("mint");
     let bearer = format!("Bearer {token}");
-    let caller = pipeline::authenticate(&app, Some(bearer.as_bytes()))
+    let caller = pipeline::check_bearer(&app, Some(bearer.as_bytes()))
         .expect("the token is accepted")
         .expect("auth is on");
     let request = |op: &str, args: serde_json::Value| CallRequest {
@@ -88,7 +88,7 @@ fn gates(c: &mut Criterion) {
     assert!(set.result.is_ok(), "{:?}", set.result);
 
     c.bench_function("authenticate (bearer, HS256)", |b| {
-        b.iter(|| pipeline::authenticate(&app, Some(bearer.as_bytes())).is_ok())
+        b.iter(|| pipeline::check_bearer(&app, Some(bearer.as_bytes())).is_ok())
     });
     let get = request("memory.get", json!({"memory_key": "bench-1"}));
     c.bench_function("pipeline::call memory.get (SQLite)", |b| {

@@ -1,7 +1,7 @@
 //! Step 1: authentication. Both transports call [`authenticate`] with the
-//! request's `Authorization` header value, and nothing else: a token in the
-//! URL (`?token=`) or in a body is never read, so the request is treated as
-//! carrying no token.
+//! request's headers, of which it reads `Authorization` and nothing else: a
+//! token in the URL (`?token=`) or in a body is never read, so the request is
+//! treated as carrying no token.
 
 use std::time::Duration;
 
@@ -46,6 +46,23 @@ fn invalid(app: &App, why: &str) -> AuthRefusal {
     }
 }
 
+/// Authenticates one call from its headers' one `Authorization` value
+/// ([`check_bearer`]). A request carrying two is refused as an invalid
+/// token whatever they hold: which one a proxy or a log in front of the
+/// server read is anyone's guess, and taking the first let a valid token
+/// ride along with any other.
+pub fn authenticate(
+    app: &App,
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<Caller>, AuthRefusal> {
+    let mut values = headers.get_all(axum::http::header::AUTHORIZATION).iter();
+    let first = values.next();
+    if values.next().is_some() && app.config.auth_required {
+        return Err(invalid(app, "more than one Authorization header"));
+    }
+    check_bearer(app, first.map(axum::http::HeaderValue::as_bytes))
+}
+
 /// Authenticates one call from its `Authorization` header value (`None`
 /// when the header is absent; pass the raw bytes, the scheme is matched
 /// case-insensitively).
@@ -58,7 +75,7 @@ fn invalid(app: &App, why: &str) -> AuthRefusal {
 /// - A bearer that fails any check (signature, algorithm, expiry, issuer,
 ///   audience, claims, revoked `jti`): 401 with `error="invalid_token"`.
 /// - The revocation list has not loaded yet: 503 NOT_READY with a wait.
-pub fn authenticate(
+pub fn check_bearer(
     app: &App,
     authorization: Option<&[u8]>,
 ) -> Result<Option<Caller>, AuthRefusal> {

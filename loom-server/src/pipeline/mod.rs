@@ -29,7 +29,7 @@ use loom_core::{
 };
 use serde_json::Value;
 
-pub use auth::{AuthRefusal, authenticate};
+pub use auth::{AuthRefusal, authenticate, check_bearer};
 
 use crate::app::App;
 use loom_ops::store::{IdemBegin, now_ms};

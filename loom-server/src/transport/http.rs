@@ -224,12 +224,7 @@ async fn call_op(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let caller = match pipeline::authenticate(
-        &app,
-        headers
-            .get(header::AUTHORIZATION)
-            .map(HeaderValue::as_bytes),
-    ) {
+    let caller = match pipeline::authenticate(&app, &headers) {
         Ok(caller) => caller,
         Err(refusal) => return error_response(&refusal.error, refusal.challenge),
     };

@@ -300,14 +300,11 @@ fn authenticate(
     headers: &HeaderMap,
     required: bool,
 ) -> Result<(Option<Caller>, bool), Early> {
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .map(HeaderValue::as_bytes);
     let mode = mcp.app.config.mcp.auth_mode;
     if !mcp.app.config.auth_required {
         return Ok((None, true));
     }
-    match pipeline::authenticate(&mcp.app, authorization) {
+    match pipeline::authenticate(&mcp.app, headers) {
         Ok(caller) => Ok((caller, true)),
         Err(refusal) if required => Err(Box::new(auth_refusal_response(refusal))),
         // An open method (or open mode): an absent or invalid bearer is ignored.

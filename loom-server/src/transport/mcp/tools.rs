@@ -439,11 +439,16 @@ async fn loom_op(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
         Ok(r.into())
     };
     let Some(name) = args.get("op").and_then(Value::as_str) else {
+        let error = match args.get("op") {
+            None | Some(Value::Null) => "op: Field required [missing]",
+            Some(_) => "op: Input should be a valid string [string_type]",
+        };
         return own_refusal(
             LoomError::new(
                 ErrorCode::InvalidArguments,
-                "loom_op: invalid arguments. op: Field required [missing]",
+                format!("loom_op: invalid arguments. {error}"),
             )
+            .with_detail("errors", vec![error])
             .with_detail("required", vec!["op"])
             .with_detail("optional", vec!["arguments", "query"])
             .with_detail("example", json!({"op": "help", "query": "unpin a memory"})),
