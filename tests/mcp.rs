@@ -502,6 +502,27 @@ async fn calls_write_read_and_shape_results() {
                 .unwrap()
                 .contains("Default workspace: org default")
         );
+        // One session primer: a new session's initialize instructions are
+        // the loom prompt's text, the caller's profile in both.
+        let set = c
+            .call(
+                "loom_op",
+                json!({"op": "profile.set", "arguments": {"persona": "terse reviewer"}}),
+            )
+            .await;
+        assert_eq!(set["isError"], false, "{set}");
+        let mut again = McpClient::new(&t, Some(&token), "");
+        let init = again.initialize("Cursor", "2025-11-25").await;
+        let instructions = init.body["result"]["instructions"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let prompt = again.request("prompts/get", json!({"name": "loom"})).await;
+        assert_eq!(
+            prompt.body["result"]["messages"][0]["content"]["text"], instructions,
+            "{instructions}"
+        );
+        assert!(instructions.contains("terse reviewer"), "{instructions}");
         t.server.shutdown().await;
     }
 }

@@ -91,7 +91,7 @@ async fn other_request(
             "initialize cannot be batched".into(),
             None,
         )),
-        "initialize" => Ok(initialize(mcp, conn, &params)),
+        "initialize" => Ok(initialize(mcp, conn, &params).await),
         "ping" => Ok(json!({})),
         "prompts/list" => {
             no_cursor(&params)?;
@@ -194,7 +194,7 @@ fn server_info(revision: Revision) -> Value {
     info
 }
 
-fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
+async fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
     let requested = params.get("protocolVersion").and_then(Value::as_str);
     let revision = Revision::negotiate(requested);
     let client = params.pointer("/clientInfo/name").and_then(Value::as_str);
@@ -208,11 +208,9 @@ fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
     conn.session_id = Some(id);
     conn.session = Some(session);
     conn.revision = revision;
-    let instructions = primer::primer(
-        mcp.listings.registry(),
-        &conn.listing,
-        Some(&workspace(conn)),
-    );
+    // The session primer, as the loom prompt and loom_activate give it:
+    // the caller's profile included.
+    let instructions = primer_text(mcp, conn).await;
     json!({
         "protocolVersion": revision.as_str(),
         "capabilities": capabilities(),
