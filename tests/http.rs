@@ -369,6 +369,22 @@ async fn unknown_ops_wrong_methods_big_and_malformed_bodies() {
         let a = t.post("ops.capabilities", Some(&token), big).await;
         assert_envelope(&a, 413, "PAYLOAD_TOO_LARGE", n);
 
+        // a compressed body is not decoded: 415, not "not valid JSON";
+        // identity is no coding
+        for (coding, status) in [("gzip", 415), ("br, identity", 415), ("identity", 200)] {
+            let a = t
+                .send(
+                    t.request("ops.capabilities", Some(&token))
+                        .header("content-encoding", coding)
+                        .body("{}"),
+                )
+                .await;
+            assert_eq!(a.status, status, "{n} {coding}: {}", a.text);
+            if status == 415 {
+                assert_envelope(&a, 415, "UNSUPPORTED_MEDIA_TYPE", n);
+            }
+        }
+
         let a = t
             .send(
                 t.request("ops.capabilities", Some(&token))

@@ -107,6 +107,8 @@ error_codes! {
     BadRequest = "BAD_REQUEST", 400, Validation, false;
     /// The request body is over the configured limit.
     PayloadTooLarge = "PAYLOAD_TOO_LARGE", 413, Validation, false;
+    /// The request body is in a content coding the server does not decode.
+    UnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE", 415, Validation, false;
     /// The client did not send its request within the read timeout.
     RequestTimeout = "REQUEST_TIMEOUT", 408, Validation, true;
     /// The HTTP method is not the one the endpoint takes.

@@ -187,6 +187,21 @@ pub(crate) async fn read_bytes(
         )
         .with_detail("limit_bytes", limit)
     };
+    // A body in a content coding (gzip, br) is not decoded: say so, rather
+    // than answer that the compressed bytes are not JSON.
+    if let Some(coding) = headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(str::trim)
+        .find(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
+    {
+        return Err(LoomError::new(
+            ErrorCode::UnsupportedMediaType,
+            format!("Content-Encoding {coding:?} is not accepted: send the body uncompressed"),
+        )
+        .with_detail("content_encoding", coding.to_owned()));
+    }
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
