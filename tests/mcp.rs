@@ -527,6 +527,46 @@ async fn calls_write_read_and_shape_results() {
     }
 }
 
+/// Arguments MCP takes out before the op's check (the idempotency key) or
+/// that are no object at all are refused in the same documented shape.
+#[tokio::test]
+async fn every_invalid_arguments_refusal_has_the_documented_parts() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("shape-check", "2025-11-25").await;
+        for (tool, args) in [
+            (
+                "loom_memory_set",
+                json!({"memory_key": "a", "content": "b", "_idempotency_key": 123}),
+            ),
+            ("loom_memory_get", json!([1])),
+            (
+                "loom_memory_get",
+                json!({"memory_key": "a", "fields": "abc"}),
+            ),
+        ] {
+            let r = c.call(tool, args.clone()).await;
+            assert_eq!(r["isError"], true, "{r}");
+            let s = &r["structuredContent"];
+            assert_eq!(s["code"], "INVALID_ARGUMENTS", "{tool} {args}: {s}");
+            for part in ["errors", "required", "optional", "example"] {
+                assert!(s.get(part).is_some(), "{tool} {args}: no {part}: {s}");
+            }
+            assert!(!s["errors"].as_array().unwrap().is_empty(), "{s}");
+            let text = r["content"][0]["text"].as_str().unwrap();
+            assert!(text.contains("\nexample: "), "{text}");
+        }
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM memories WHERE memory_key = 'a'")
+                .await,
+            0,
+            "nothing written"
+        );
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn errors_are_results_the_model_can_act_on() {
     for t in servers(generous).await {

@@ -220,6 +220,14 @@ impl Validator {
         }
     }
 
+    /// The invalid-arguments refusal of `args` for these field errors, in
+    /// the shape [`Validator::check`] answers (the text, `errors`,
+    /// `required`, `optional`, `unknown`, `example`): for an argument a
+    /// transport takes out before the check (MCP's `_idempotency_key`).
+    pub fn refusal(&self, op: &str, args: &Value, errors: Vec<String>) -> LoomError {
+        self.invalid(op, args, errors, Vec::new())
+    }
+
     fn unknown_argument(&self, op: &str, near: &[&Unknown]) -> LoomError {
         let mut did_you_mean = Map::new();
         let mut parts = Vec::new();
@@ -298,7 +306,8 @@ fn list_or_none(items: &[String]) -> String {
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
+/// The JSON type of `v`, as a refusal names it.
+pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

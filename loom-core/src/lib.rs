@@ -65,7 +65,7 @@ pub mod toolset;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use args::{Unknown, Validator, closest, similarity};
+pub use args::{Unknown, Validator, closest, similarity, type_name};
 pub use capabilities::{OpCapability, capabilities};
 pub use cx::{CallOptions, Caller, OpCx, Scope, Services, Transport};
 pub use effect::{Annotations, Effect};

@@ -238,14 +238,13 @@ fn with_next_step(mcp: &Mcp, conn: &Connection, op: &Op, e: &LoomError) -> LoomE
 /// `idempotency_key` (MCP has no header for it) and, for an op whose input
 /// has no `explain`, the `explain` shaping flag.
 fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomError> {
+    let validator = op.validator();
     let Value::Object(mut map) = args else {
-        return Err(LoomError::new(
-            ErrorCode::InvalidArguments,
-            format!(
-                "{}: invalid arguments.\narguments: Input should be an object [object_type]",
-                op.name
-            ),
-        ));
+        let error = format!(
+            "arguments: Input should be an object [object_type], got {}",
+            loom_core::type_name(&args)
+        );
+        return Err(validator.refusal(&op.name, &json!({}), vec![error]));
     };
     let mut key = None;
     if op.meta.idempotent {
@@ -253,14 +252,12 @@ fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomEr
             if let Some(v) = map.remove(name) {
                 match v {
                     Value::String(s) => key = key.or(Some(s)),
-                    _ => {
-                        return Err(LoomError::new(
-                            ErrorCode::InvalidArguments,
-                            format!(
-                                "{}: invalid arguments.\n{name}: Input should be a string",
-                                op.name
-                            ),
-                        ));
+                    other => {
+                        let error = format!(
+                            "{name}: Input should be a valid string [string_type], got {}",
+                            loom_core::type_name(&other)
+                        );
+                        return Err(validator.refusal(&op.name, &Value::Object(map), vec![error]));
                     }
                 }
             }
