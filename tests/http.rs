@@ -130,6 +130,17 @@ async fn a_valid_token_calls_an_op_and_gets_its_full_output() {
             ops.contains(&"grants.set") && ops.contains(&"ops.capabilities"),
             "{ops:?}"
         );
+        // each op names the MCP tool that runs it: search.query's is loom_search
+        let tool = |op: &str| {
+            a.body["ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["op"] == op)
+                .map(|o| o["tool"].clone())
+        };
+        assert_eq!(tool("search.query"), Some(json!("loom_search")));
+        assert_eq!(tool("memory.get"), Some(json!("loom_memory_get")));
         // an empty body is an empty argument object
         let a = t.send(t.request("ops.capabilities", Some(&token))).await;
         assert_eq!(a.status, 200, "{}: {}", t.name(), a.text);

@@ -126,6 +126,9 @@ pub struct OpMeta {
     pub rate: Option<RateClass>,
     /// Whether a call joins the MCP session's implicit run.
     pub run_scoped: bool,
+    /// Declared `tool`: its MCP tool name, where not the one its name
+    /// gives (`search.query` is `loom_search`).
+    pub tool: Option<&'static str>,
     /// The handler's doc comment: the curated description.
     pub doc: &'static str,
     /// The input model.

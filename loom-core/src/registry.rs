@@ -85,7 +85,7 @@ impl Op {
             doc => schema::reflow(doc),
         };
         Op {
-            tool_name: tool_name(&name),
+            tool_name: meta.tool.map_or_else(|| tool_name(&name), str::to_owned),
             effect: effect_inputs.effect(),
             annotations: effect_inputs.annotations(),
             rate: meta.rate.unwrap_or_else(|| effect_inputs.default_rate()),

@@ -293,6 +293,7 @@ fn leaked(name: OpName, handler: &'static str, mcp: McpVisibility) -> &'static O
         budget_ms: None,
         rate: None,
         run_scoped: true,
+        tool: None,
         doc: "",
         input: TypeInfo::of::<Empty>(),
         output: TypeInfo::of::<Done>(),

@@ -22,6 +22,7 @@ pub(crate) const KEYS: &[&str] = &[
     "budget_ms",
     "rate",
     "run_scoped",
+    "tool",
 ];
 
 /// A key's value and the span of the key that set it.
@@ -68,6 +69,7 @@ pub(crate) struct OpAttr {
     pub(crate) budget_ms: Slot<LitInt>,
     pub(crate) rate: Slot<LitStr>,
     pub(crate) run_scoped: Slot<LitBool>,
+    pub(crate) tool: Slot<LitStr>,
 }
 
 pub(crate) fn parse(cx: &mut Ctxt, tokens: TokenStream) -> OpAttr {
@@ -92,6 +94,7 @@ fn parse_key(cx: &mut Ctxt, attr: &mut OpAttr, meta: ParseNestedMeta<'_>) -> syn
         "rate" => attr.rate.set(cx, &key, meta.value()?.parse()?),
         "budget_ms" => attr.budget_ms.set(cx, &key, meta.value()?.parse()?),
         "run_scoped" => attr.run_scoped.set(cx, &key, meta.value()?.parse()?),
+        "tool" => attr.tool.set(cx, &key, meta.value()?.parse()?),
         "idempotent" => flag(cx, &mut attr.idempotent, &key, &meta)?,
         "audit" => flag(cx, &mut attr.audit, &key, &meta)?,
         "writes" => flag(cx, &mut attr.writes, &key, &meta)?,

@@ -24,6 +24,7 @@ pub(crate) struct ValidatedOpAttr {
     pub(crate) budget_ms: Option<u32>,
     pub(crate) rate: Option<Ident>,
     pub(crate) run_scoped: bool,
+    pub(crate) tool: Option<LitStr>,
 }
 
 /// A string literal naming a value of a closed set, as an ident spanned on
@@ -117,6 +118,27 @@ pub(crate) fn validate(cx: &mut Ctxt, raw: OpAttr, func: &ItemFn) -> Option<Vali
         None => None,
     };
 
+    // The MCP tool name, when not the one the op name gives (`loom_` and
+    // the name with dots as underscores): what MCP's tool name rules allow,
+    // in Loom's own prefix.
+    let tool = raw.tool.get().cloned();
+    if let Some(lit) = &tool {
+        let value = lit.value();
+        let well_formed = value.len() <= 64
+            && value.strip_prefix("loom_").is_some_and(|rest| {
+                !rest.is_empty()
+                    && rest
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            });
+        if !well_formed {
+            cx.error_spanned_by(
+                lit,
+                format!("tool name {value:?} must be `loom_` and lowercase letters, digits or `_`, at most 64 bytes"),
+            );
+        }
+    }
+
     Some(ValidatedOpAttr {
         name: raw.name.get().cloned(),
         role: role?,
@@ -130,5 +152,6 @@ pub(crate) fn validate(cx: &mut Ctxt, raw: OpAttr, func: &ItemFn) -> Option<Vali
         budget_ms,
         rate,
         run_scoped: raw.run_scoped.get().is_none_or(|b| b.value),
+        tool,
     })
 }

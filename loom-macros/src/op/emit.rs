@@ -72,6 +72,10 @@ pub(crate) fn entry(attr: &ValidatedOpAttr, handler: &Handler, func: &ItemFn) ->
         Some(instead) => quote!(#lp::McpVisibility::Hidden { instead: #instead }),
         None => quote!(#lp::McpVisibility::Callable),
     };
+    let tool = match &attr.tool {
+        Some(lit) => quote!(::core::option::Option::Some(#lit)),
+        None => quote!(::core::option::Option::None),
+    };
     let budget = match attr.budget_ms {
         Some(ms) => quote!(::core::option::Option::Some(#ms)),
         None => quote!(::core::option::Option::None),
@@ -123,6 +127,7 @@ pub(crate) fn entry(attr: &ValidatedOpAttr, handler: &Handler, func: &ItemFn) ->
                 budget_ms: #budget,
                 rate: #rate,
                 run_scoped: #run_scoped,
+                tool: #tool,
                 doc: #doc,
                 input: #input_info,
                 output: #output_info,

@@ -66,7 +66,7 @@ mod tests {
             quote! {
                 name = "memory.get", role = "viewer", idempotent, audit, writes, destructive,
                 toolsets(assistant), maturity = "experimental", mcp_hidden = "use loom_search",
-                budget_ms = 250, rate = "heavy", run_scoped = false
+                budget_ms = 250, rate = "heavy", run_scoped = false, tool = "loom_memory_read"
             },
             quote! {
                 /// Reads one memory.

@@ -42,6 +42,7 @@ const _: () = {
         budget_ms: ::core::option::Option::Some(250u32),
         rate: ::core::option::Option::Some(::loom_core::rate::heavy),
         run_scoped: false,
+        tool: ::core::option::Option::Some("loom_memory_read"),
         doc: "Reads one memory.\n\nSecond paragraph.",
         input: ::loom_core::__private::input_info::<MemoryGet>(),
         output: ::loom_core::__private::output_info::<

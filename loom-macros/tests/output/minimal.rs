@@ -43,6 +43,7 @@ const _: () = {
         budget_ms: ::core::option::Option::None,
         rate: ::core::option::Option::None,
         run_scoped: true,
+        tool: ::core::option::Option::None,
         doc: "",
         input: ::loom_core::__private::input_info::<Empty>(),
         output: ::loom_core::__private::output_info::<

@@ -538,7 +538,9 @@ fn help(mcp: &Mcp, listing: &Listing, query: &str) -> Value {
                 "required": op.validator().required(),
                 "optional": op.validator().optional(),
             });
-            if lists(op, listing) {
+            // loom_search is search.query's own tool, listed everywhere
+            // but on assistant.
+            if lists(op, listing) || (op.name == SEARCH_OP && *listing != Listing::Assistant) {
                 entry["tool"] = op.tool_name.clone().into();
             }
             entry
