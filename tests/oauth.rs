@@ -667,6 +667,19 @@ async fn deny_and_authorize_refusals() {
         )
         .await;
         assert_eq!(p2.status, 403, "{n}");
+        // A form that chooses neither is refused and leaves the choice open.
+        for decision in ["maybe", ""] {
+            let p = page(
+                b.post(format!("{}/oauth/authorize/consent", t.url()))
+                    .form(&[
+                        ("request", request.as_str()),
+                        ("csrf", csrf.as_str()),
+                        ("decision", decision),
+                    ]),
+            )
+            .await;
+            assert_eq!(p.status, 400, "{n} {decision:?}");
+        }
         let p = page(
             b.post(format!("{}/oauth/authorize/consent", t.url()))
                 .form(&[
@@ -797,6 +810,28 @@ async fn token_endpoint_refusals() {
         )
         .await;
         assert_eq!(a.body["error"], "invalid_request", "{n}: no verifier");
+        // A malformed verifier is the request's fault, not a failed
+        // exchange: the code stays usable.
+        let a = token_call(
+            &t,
+            &[
+                ("grant_type", "authorization_code"),
+                ("code", code.as_str()),
+                ("redirect_uri", REDIRECT),
+                ("client_id", client_id.as_str()),
+                ("code_verifier", "short"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            a.body["error"], "invalid_request",
+            "{n}: malformed verifier"
+        );
+        assert_eq!(
+            exchange(&t, &client_id, &code).await.status,
+            200,
+            "{n}: not burnt"
+        );
         let code = code_for(&t, &client_id, "ana").await;
         let a = token_call(
             &t,

@@ -463,6 +463,13 @@ pub async fn decide(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes
         Ok(u) => u.to_owned(),
         Err(r) => return *r,
     };
+    // A form that makes no choice is refused before the request is taken,
+    // so the person can still choose.
+    let allow = match form.get("decision").map(String::as_str) {
+        Some("allow") => true,
+        Some("deny") => false,
+        _ => return pages::error(StatusCode::BAD_REQUEST, "choose Allow or Deny"),
+    };
     // One decision per request, even if the form is posted twice.
     match app.store.oauth_request_take(&request.id).await {
         Ok(true) => {}
@@ -475,18 +482,14 @@ pub async fn decide(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes
         Err(e) => return server_error(&e),
     }
     let state = request.state.as_deref();
-    match form.get("decision").map(String::as_str) {
-        Some("allow") => {}
-        Some("deny") => {
-            return redirect_error(
-                o,
-                &request.redirect_uri,
-                state,
-                "access_denied",
-                "the user denied access",
-            );
-        }
-        _ => return pages::error(StatusCode::BAD_REQUEST, "choose Allow or Deny"),
+    if !allow {
+        return redirect_error(
+            o,
+            &request.redirect_uri,
+            state,
+            "access_denied",
+            "the user denied access",
+        );
     }
     // The account may have been disabled since it signed in.
     match app.store.user_get(&username).await {

@@ -168,6 +168,12 @@ async fn exchange_code(app: &App, client_id: &str, form: &HashMap<String, String
     let Some(verifier) = form.get("code_verifier") else {
         return invalid_request("code_verifier is required (PKCE)");
     };
+    // A malformed request is refused before the code is claimed, so it
+    // leaves the code usable, as a missing parameter does; a well-formed
+    // verifier that does not match burns it below.
+    if !valid_verifier(verifier) {
+        return invalid_request("code_verifier must be 43 to 128 unreserved characters");
+    }
     if let Some(r) = scope_refusal(form) {
         return r;
     }
@@ -195,9 +201,6 @@ async fn exchange_code(app: &App, client_id: &str, form: &HashMap<String, String
     }
     if &row.redirect_uri != redirect_uri {
         return invalid_grant("redirect_uri differs from the authorization request");
-    }
-    if !valid_verifier(verifier) {
-        return invalid_request("code_verifier must be 43 to 128 unreserved characters");
     }
     if !same(&s256(verifier), &row.code_challenge) {
         return invalid_grant("code_verifier does not match the code_challenge");
