@@ -527,6 +527,77 @@ async fn calls_write_read_and_shape_results() {
     }
 }
 
+/// NAMESPACE_NOT_ACCESSIBLE is worded by the namespace's kind: how to get
+/// access for a shared namespace, none for someone's personal one; MCP adds
+/// a next step for any but a collection.
+#[tokio::test]
+async fn an_inaccessible_namespace_is_refused_as_its_kind_calls_for() {
+    for t in servers(generous).await {
+        for (namespace, kind) in [
+            ("team2", "memory"),
+            ("shared", "collection"),
+            ("alice", "personal"),
+        ] {
+            sqlx::query("INSERT INTO namespaces (org, namespace, kind, created_ms) VALUES ('default', $1, $2, 0)")
+                .bind(namespace)
+                .bind(kind)
+                .execute(t.db.store.writer())
+                .await
+                .unwrap();
+        }
+        let token = t.token("default", "bob", Role::Writer, &["default"]);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("kinds", "2025-11-25").await;
+        let refusal = |namespace: &'static str| {
+            let c = &c;
+            async move {
+                let r = c
+                    .call(
+                        "loom_memory_get",
+                        json!({"memory_key": "k", "namespace": namespace}),
+                    )
+                    .await;
+                assert_eq!(
+                    r["structuredContent"]["code"], "NAMESPACE_NOT_ACCESSIBLE",
+                    "{r}"
+                );
+                r["structuredContent"].clone()
+            }
+        };
+        let team = refusal("team2").await;
+        assert!(
+            team["message"].as_str().unwrap().contains("grants.set"),
+            "{team}"
+        );
+        assert!(
+            team["next_step"].as_str().unwrap().contains("grants.set"),
+            "{team}"
+        );
+        let shared = refusal("shared").await;
+        assert!(
+            shared["message"].as_str().unwrap().contains("grants.set"),
+            "{shared}"
+        );
+        assert_eq!(shared["kind"], "collection");
+        assert!(shared.get("next_step").is_none(), "{shared}");
+        let alice = refusal("alice").await;
+        assert!(
+            !alice["message"].as_str().unwrap().contains("grants.set"),
+            "{alice}"
+        );
+        assert!(
+            alice["message"].as_str().unwrap().contains("personal"),
+            "{alice}"
+        );
+        let next = alice["next_step"].as_str().unwrap();
+        assert!(
+            next.contains("namespace.list_mine") && !next.contains("grants.set"),
+            "{next}"
+        );
+        t.server.shutdown().await;
+    }
+}
+
 /// Arguments MCP takes out before the op's check (the idempotency key) or
 /// that are no object at all are refused in the same documented shape.
 #[tokio::test]

@@ -168,6 +168,20 @@ impl Store {
         })
     }
 
+    /// The namespace's kind (personal, memory, collection, code, tracker),
+    /// or `None` when it does not exist: read only to word a refusal, off
+    /// the path of calls that pass.
+    pub async fn namespace_kind(&self, org: &str, namespace: &str) -> OpResult<Option<String>> {
+        let kind: Option<(String,)> =
+            sqlx::query_as("SELECT kind FROM namespaces WHERE org = $1 AND namespace = $2")
+                .bind(org)
+                .bind(namespace)
+                .fetch_optional(self.reader())
+                .await
+                .map_err(db_error)?;
+        Ok(kind.map(|(k,)| k))
+    }
+
     /// Forgets what [`Store::namespace_access`] kept: for a write that
     /// changed namespaces or grants, once it has committed.
     pub fn forget_namespace_access(&self) {

@@ -98,19 +98,43 @@ pub async fn access(
         let from_token = if covered { caller.role } else { None };
         from_token.max(ns.granted)
     };
-    let role = role.ok_or_else(|| {
-        LoomError::new(
-            ErrorCode::NamespaceNotAccessible,
-            format!(
-                "namespace '{}' is not accessible: the token does not name it and holds no grant on it; \
-                 ask an admin of that namespace for a grant (grants.set)",
-                scope.namespace
-            ),
-        )
-        .with_detail("namespace", scope.namespace.clone())
-    })?;
+    let Some(role) = role else {
+        return Err(not_accessible(app, scope).await);
+    };
     Ok(Access {
         role,
         found: ns.exists,
     })
+}
+
+/// NAMESPACE_NOT_ACCESSIBLE, worded by the namespace's kind: how to get
+/// access for a shared namespace (code, tracker, a collection, a team's
+/// memory), none for someone's personal one, which no grant is asked for.
+/// A collection's refusal carries its kind, so that MCP adds no next step
+/// pointing elsewhere.
+async fn not_accessible(app: &App, scope: &Scope) -> LoomError {
+    let kind = app
+        .store
+        .namespace_kind(&scope.org, &scope.namespace)
+        .await
+        .unwrap_or_default();
+    let namespace = &scope.namespace;
+    let message = if kind.as_deref() == Some("personal") {
+        format!(
+            "namespace '{namespace}' is someone's personal namespace, which the token does not name"
+        )
+    } else {
+        format!(
+            "namespace '{namespace}' is not accessible: the token does not name it and holds no grant on it; \
+             ask an admin of that namespace for a grant (grants.set)"
+        )
+    };
+    let error = LoomError::new(ErrorCode::NamespaceNotAccessible, message)
+        .with_detail("namespace", namespace.clone());
+    match kind.as_deref() {
+        Some(kind @ ("personal" | "collection" | "code" | "tracker")) => {
+            error.with_detail("kind", kind)
+        }
+        _ => error,
+    }
 }

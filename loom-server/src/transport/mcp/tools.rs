@@ -215,22 +215,26 @@ fn answer_error(mcp: &Mcp, conn: &Connection, op: &Op, e: &LoomError) -> RpcResu
     }
 }
 
-/// A NAMESPACE_NOT_ACCESSIBLE refusal from a tool that is not a code or
-/// tracker tool, on a connection that reaches `loom_op`, says what to do next.
+/// A NAMESPACE_NOT_ACCESSIBLE refusal of a namespace that is not a
+/// collection, from a tool that is not a code or tracker tool, on a
+/// connection that reaches `loom_op`, says what to do next.
 fn with_next_step(mcp: &Mcp, conn: &Connection, op: &Op, e: &LoomError) -> LoomError {
     let plane = loom_core::naming::plane_of(&op.name);
     if e.code() != ErrorCode::NamespaceNotAccessible
+        || e.detail().get("kind").and_then(Value::as_str) == Some("collection")
         || matches!(plane, "code" | "tracker")
         || matches!(conn.listing, Listing::Assistant)
     {
         return e.clone();
     }
-    let next = render_op_names(
+    // Nobody is asked for a grant on someone's personal namespace.
+    let text = if e.detail().get("kind").and_then(Value::as_str) == Some("personal") {
+        "List the namespaces you can use with namespace.list_mine."
+    } else {
         "List the namespaces you can use with namespace.list_mine, or ask an admin of this namespace \
-         to grant you a role on it with grants.set.",
-        mcp.listings.registry(),
-        &conn.listing,
-    );
+         to grant you a role on it with grants.set."
+    };
+    let next = render_op_names(text, mcp.listings.registry(), &conn.listing);
     e.clone().with_detail("next_step", next)
 }
 
