@@ -149,6 +149,10 @@ async fn framing_batches_and_methods() {
                 .unwrap()
                 .contains("loom_search")
         );
+        for params in [json!({}), json!({"uri": 5})] {
+            let r = c.request("resources/read", params).await;
+            assert_eq!(r.body["error"]["code"], -32602, "{}", r.text);
+        }
         let r = c
             .request("resources/read", json!({"uri": "loom://nope"}))
             .await;

@@ -135,7 +135,9 @@ async fn other_request(
             Ok(json!({"resourceTemplates": [], "ttlMs": LIST_TTL_MS, "cacheScope": "public"}))
         }
         "resources/read" => {
-            let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
+            let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+                return Err(invalid_params("resources/read needs a uri, a string"));
+            };
             if uri != PRIMER_URI {
                 return Err((
                     code::RESOURCE_NOT_FOUND,
