@@ -718,6 +718,48 @@ async fn token_endpoint_refusals() {
         let n = t.name();
         add_user(&t, "ana", Role::Viewer).await;
         let client_id = register_client(&t, "App", REDIRECT).await;
+        // A body past what the server buffers (2 MB) is each endpoint's own
+        // refusal, in its protocol's shape, not a plain-text 413.
+        let huge = "a=".to_owned() + &"x".repeat(3 << 20);
+        for (path, content_type, status, error) in [
+            (
+                "/oauth/token",
+                "application/x-www-form-urlencoded",
+                400,
+                "invalid_request",
+            ),
+            (
+                "/oauth/register",
+                "application/json",
+                400,
+                "invalid_client_metadata",
+            ),
+        ] {
+            let a = t
+                .send(
+                    t.client
+                        .post(format!("{}{path}", t.url()))
+                        .header("content-type", content_type)
+                        .body(huge.clone()),
+                )
+                .await;
+            assert_eq!(
+                (a.status, a.body["error"].as_str()),
+                (status, Some(error)),
+                "{n} {path}: {}",
+                a.text
+            );
+        }
+        let a = t
+            .send(
+                t.client
+                    .post(format!("{}/oauth/authorize/login", t.url()))
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body(huge),
+            )
+            .await;
+        assert_eq!(a.status, 413, "{n}");
+        assert!(a.text.contains("the form is too large"), "{n}: {}", a.text);
         let other = register_client(&t, "Other", REDIRECT).await;
         // Not a form.
         let a = t

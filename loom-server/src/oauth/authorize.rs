@@ -21,6 +21,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, RawQuery, State};
 use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -299,10 +300,7 @@ pub(super) async fn bound_request(
 
 fn read_form(body: &Bytes) -> Result<std::collections::HashMap<String, String>, Box<Response>> {
     if body.len() > MAX_FORM {
-        return Err(Box::new(pages::error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "the form is too large",
-        )));
+        return Err(Box::new(form_too_large()));
     }
     form_pairs(body).map_err(|fault| {
         Box::new(pages::error(
@@ -310,6 +308,13 @@ fn read_form(body: &Bytes) -> Result<std::collections::HashMap<String, String>, 
             &format!("the form's {fault}"),
         ))
     })
+}
+
+/// A form over its limit, or one axum would not buffer (its body limit;
+/// `Result<Bytes, BytesRejection>` takes the refusal from axum's plain
+/// text to this page).
+fn form_too_large() -> Response {
+    pages::error(StatusCode::PAYLOAD_TOO_LARGE, "the form is too large")
 }
 
 /// The client's address: the connection's peer, or with
@@ -340,8 +345,11 @@ pub async fn login(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     extensions: Extensions,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let Ok(body) = body else {
+        return form_too_large();
+    };
     let o = oauth(&app);
     if o.oidc.is_some() {
         return pages::error(
@@ -448,7 +456,14 @@ pub async fn consent_page(
 }
 
 /// `POST /oauth/authorize/consent`: allow (a code) or deny, then 303 to the client.
-pub async fn decide(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn decide(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Ok(body) = body else {
+        return form_too_large();
+    };
     let o = oauth(&app);
     let form = match read_form(&body) {
         Ok(f) => f,

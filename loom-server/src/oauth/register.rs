@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use loom_ops::store::{ClientRow, now_ms};
@@ -91,7 +92,10 @@ fn bad_metadata(description: &str) -> Response {
 }
 
 /// `POST /oauth/register`.
-pub async fn register(State(app): State<Arc<App>>, body: Bytes) -> Response {
+pub async fn register(
+    State(app): State<Arc<App>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let Some(oauth) = app.oauth.as_deref() else {
         return StatusCode::NOT_FOUND.into_response();
     };
@@ -107,9 +111,10 @@ pub async fn register(State(app): State<Arc<App>>, body: Bytes) -> Response {
         );
         return r;
     }
-    if body.len() > MAX_BODY {
+    // Over axum's buffering limit too: this refusal, not axum's plain text.
+    let Some(body) = body.ok().filter(|b| b.len() <= MAX_BODY) else {
         return bad_metadata("the registration body is too large");
-    }
+    };
     let Ok(meta) = serde_json::from_slice::<Value>(&body) else {
         return bad_metadata("the body must be a JSON object");
     };

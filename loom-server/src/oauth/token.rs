@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use loom_core::LoomError;
@@ -86,7 +87,11 @@ fn resource_refusal(form: &HashMap<String, String>, bound: &str) -> Option<Respo
 }
 
 /// `POST /oauth/token`.
-pub async fn token(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn token(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let form_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -98,9 +103,10 @@ pub async fn token(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes)
     if !form_type {
         return invalid_request("the body must be application/x-www-form-urlencoded");
     }
-    if body.len() > MAX_BODY {
+    // Over axum's buffering limit too: this refusal, not axum's plain text.
+    let Some(body) = body.ok().filter(|b| b.len() <= MAX_BODY) else {
         return invalid_request("the body is too large");
-    }
+    };
     let form = match super::form_pairs(&body) {
         Ok(f) => f,
         Err(fault) => return invalid_request(&fault.to_string()),
