@@ -190,17 +190,25 @@ async fn token_call(t: &TestServer, form: &[(&str, &str)]) -> loom_tests::Answer
 }
 
 async fn exchange(t: &TestServer, client_id: &str, code: &str) -> loom_tests::Answer {
-    token_call(
-        t,
-        &[
-            ("grant_type", "authorization_code"),
-            ("code", code),
-            ("redirect_uri", REDIRECT),
-            ("client_id", client_id),
-            ("code_verifier", VERIFIER),
-        ],
-    )
-    .await
+    exchange_with(t, client_id, code, REDIRECT, Some(VERIFIER)).await
+}
+
+/// A code exchange sending this redirect URI and verifier (`None`: none).
+async fn exchange_with(
+    t: &TestServer,
+    client_id: &str,
+    code: &str,
+    redirect_uri: &str,
+    verifier: Option<&str>,
+) -> loom_tests::Answer {
+    let mut form = vec![
+        ("grant_type", "authorization_code"),
+        ("code", code),
+        ("redirect_uri", redirect_uri),
+        ("client_id", client_id),
+    ];
+    form.extend(verifier.map(|v| ("code_verifier", v)));
+    token_call(t, &form).await
 }
 
 async fn refresh(t: &TestServer, client_id: &str, token: &str) -> loom_tests::Answer {
@@ -804,17 +812,7 @@ async fn token_endpoint_refusals() {
         assert_eq!(a.body["error"], "unsupported_grant_type", "{n}");
         // Each failed exchange burns its code.
         let code = code_for(&t, &client_id, "ana").await;
-        let a = token_call(
-            &t,
-            &[
-                ("grant_type", "authorization_code"),
-                ("code", code.as_str()),
-                ("redirect_uri", REDIRECT),
-                ("client_id", client_id.as_str()),
-                ("code_verifier", "A".repeat(43).as_str()),
-            ],
-        )
-        .await;
+        let a = exchange_with(&t, &client_id, &code, REDIRECT, Some(&"A".repeat(43))).await;
         assert_eq!(a.body["error"], "invalid_grant", "{n}: wrong verifier");
         assert_eq!(
             exchange(&t, &client_id, &code).await.body["error"],
@@ -828,43 +826,21 @@ async fn token_endpoint_refusals() {
             "{n}: other client"
         );
         let code = code_for(&t, &client_id, "ana").await;
-        let a = token_call(
+        let a = exchange_with(
             &t,
-            &[
-                ("grant_type", "authorization_code"),
-                ("code", code.as_str()),
-                ("redirect_uri", "http://127.0.0.1:53682/elsewhere"),
-                ("client_id", client_id.as_str()),
-                ("code_verifier", VERIFIER),
-            ],
+            &client_id,
+            &code,
+            "http://127.0.0.1:53682/elsewhere",
+            Some(VERIFIER),
         )
         .await;
         assert_eq!(a.body["error"], "invalid_grant", "{n}: redirect_uri");
         let code = code_for(&t, &client_id, "ana").await;
-        let a = token_call(
-            &t,
-            &[
-                ("grant_type", "authorization_code"),
-                ("code", code.as_str()),
-                ("redirect_uri", REDIRECT),
-                ("client_id", client_id.as_str()),
-            ],
-        )
-        .await;
+        let a = exchange_with(&t, &client_id, &code, REDIRECT, None).await;
         assert_eq!(a.body["error"], "invalid_request", "{n}: no verifier");
         // A malformed verifier is the request's fault, not a failed
         // exchange: the code stays usable.
-        let a = token_call(
-            &t,
-            &[
-                ("grant_type", "authorization_code"),
-                ("code", code.as_str()),
-                ("redirect_uri", REDIRECT),
-                ("client_id", client_id.as_str()),
-                ("code_verifier", "short"),
-            ],
-        )
-        .await;
+        let a = exchange_with(&t, &client_id, &code, REDIRECT, Some("short")).await;
         assert_eq!(
             a.body["error"], "invalid_request",
             "{n}: malformed verifier"
