@@ -684,6 +684,49 @@ async fn a_lock_refuses_every_change_until_unlocked() {
             ["ok", "error:LOCKED", "error:LOCKED"],
             "{n}"
         );
+        // ... and bob's own row of the key, written before the lock, is held
+        // too: no update, delete, pin or bulk change of it
+        h.call_as(
+            "bob",
+            "memory.set",
+            json!({"memory_key": "held", "content": "bob's"}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "held", "content": "mine"}),
+        )
+        .await
+        .unwrap();
+        h.call("memory.lock", json!({"memory_key": "held"}))
+            .await
+            .unwrap();
+        for (op, args) in [
+            (
+                "memory.update",
+                json!({"memory_key": "held", "content": "x"}),
+            ),
+            ("memory.delete", json!({"memory_key": "held"})),
+            ("memory.pin", json!({"memory_key": "held"})),
+        ] {
+            assert_eq!(code(h.call_as("bob", op, args).await), "LOCKED", "{n} {op}");
+        }
+        let bulk = h
+            .call_as(
+                "bob",
+                "memory.apply",
+                json!({"action": "delete", "filter": {"key_prefix": "held"}, "agent": "bob"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(bulk["changed"], json!([]), "{n}: {bulk}");
+        assert_eq!(bulk["skipped"][0]["reason"], "locked", "{n}: {bulk}");
+        assert_eq!(
+            content_of(&h, "bob", "held").await.unwrap().0,
+            "bob's",
+            "{n}"
+        );
         h.call("memory.unlock", json!({"memory_key": "frozen"}))
             .await
             .unwrap();

@@ -21,8 +21,8 @@ enum Step {
     Same,
 }
 
-fn plan(action: ApplyAction, add: &[String], row: &Row, now: i64) -> Step {
-    if row.locked != 0 && action != ApplyAction::Lock {
+fn plan(action: ApplyAction, add: &[String], row: &Row, key_locked: bool, now: i64) -> Step {
+    if key_locked && action != ApplyAction::Lock {
         return Step::Keep("locked");
     }
     let mut new = row.clone();
@@ -144,10 +144,13 @@ pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<App
         updated_before: before,
     };
     let rows = matching(tx.conn(), cx, &filter, now).await?;
+    // A lock holds its key, whichever agent's row carries it.
+    let locked = sql::locked_keys(tx.conn(), cx).await?;
     let mut changes: Vec<(Row, Row)> = Vec::new();
     let mut skipped = Vec::new();
     for row in rows {
-        match plan(input.action, &add, &row, now) {
+        let key_locked = row.locked != 0 || locked.contains(&row.memory_key);
+        match plan(input.action, &add, &row, key_locked, now) {
             Step::Change(mut new) => {
                 new.updated_ms = now;
                 changes.push((row, *new));

@@ -308,6 +308,39 @@ pub async fn set_guards(
     Ok(guards(rows))
 }
 
+/// Whether any agent's row of `key` is locked: a lock holds the key, not
+/// one row of it, for every change but lock and unlock.
+pub async fn key_locked(conn: &mut AnyConnection, cx: &OpCx, key: &str) -> OpResult<bool> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT CAST(COUNT(*) AS BIGINT) FROM memories \
+         WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND locked = 1",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(key)
+    .fetch_one(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(n > 0)
+}
+
+/// The keys of the namespace a row of which is locked (what
+/// `memory.apply` keeps, whichever agent's rows its filter matched).
+pub async fn locked_keys(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+) -> OpResult<std::collections::HashSet<String>> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT DISTINCT memory_key FROM memories WHERE org = $1 AND namespace = $2 AND locked = 1",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)?;
+    Ok(rows.into_iter().map(|(k,)| k).collect())
+}
+
 /// [`SET_GUARDS`]' rows as (any row locked, the patterns).
 fn guards(rows: Vec<(i64, String)>) -> (bool, Vec<String>) {
     let mut locked = false;

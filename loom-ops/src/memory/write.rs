@@ -275,7 +275,8 @@ pub async fn update(store: &Store, cx: &OpCx, input: MemoryUpdate) -> OpResult<M
         {
             return Err(sql::version_conflict(key, expected, cur.version));
         }
-        if cur.locked != 0 {
+        // Any agent's lock on the key holds it, as for memory.set.
+        if cur.locked != 0 || sql::key_locked(tx.conn(), cx, key).await? {
             return Err(locked(key));
         }
         let mut new = cur.clone();
@@ -388,6 +389,13 @@ pub async fn change(
             return Err(sql::version_conflict(key, expected, cur.version));
         }
         let mut new = change.apply(&cur)?;
+        // Any agent's lock on the key holds it for every change but lock
+        // and unlock, as for memory.set.
+        if !matches!(change, Change::Lock | Change::Unlock)
+            && sql::key_locked(tx.conn(), cx, key).await?
+        {
+            return Err(locked(key));
+        }
         if same(&cur, &new) {
             tx.rollback().await?;
             store.audit_outcome(cx, "noop").await?;
