@@ -25,12 +25,20 @@ fn stem(word: &str) -> String {
     w
 }
 
-/// The question terms `text` contains (compared by stem).
+/// The question terms `text` contains (compared by stem), anywhere in it:
+/// every word of the text is looked at, where a query's terms stop at the
+/// sixteenth (`rank::terms`, what a search is asked).
 pub fn matched(terms: &[String], text: &str) -> Vec<String> {
-    let words: Vec<String> = rank::terms(text).iter().map(|w| stem(w)).collect();
+    let wanted: std::collections::HashSet<String> = terms.iter().map(|t| stem(t)).collect();
+    let found: std::collections::HashSet<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(stem)
+        .filter(|w| wanted.contains(w))
+        .collect();
     terms
         .iter()
-        .filter(|t| words.contains(&stem(t)))
+        .filter(|t| found.contains(&stem(t)))
         .cloned()
         .collect()
 }
@@ -108,6 +116,16 @@ mod tests {
     #[test]
     fn sentences_split_on_ends() {
         assert_eq!(sentences("One. Two!\nThree"), ["One.", "Two!", "Three"]);
+    }
+
+    #[test]
+    fn a_term_late_in_a_long_text_is_matched() {
+        let text = (0..40)
+            .map(|i| format!("filler{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+            + " the backup target is narwhalstore.";
+        assert_eq!(matched(&["narwhalstore".into()], &text), ["narwhalstore"]);
     }
 
     #[test]
