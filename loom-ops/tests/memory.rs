@@ -593,7 +593,7 @@ async fn pins_refuse_delete_and_soft_delete_keeps_history() {
         assert_eq!(changes, ["delete", "unpin", "pin", "create"], "{n}");
         assert_eq!(
             h.audit("memory.delete").await,
-            ["error:PINNED_CONFLICT", "ok"],
+            ["PINNED_CONFLICT", "ok"],
             "{n}"
         );
         // setting it again brings it back as a new version
@@ -681,7 +681,7 @@ async fn a_lock_refuses_every_change_until_unlocked() {
         assert_eq!(content_of(&h, "bob", "frozen").await, None, "{n}");
         assert_eq!(
             h.audit("memory.set").await,
-            ["ok", "error:LOCKED", "error:LOCKED"],
+            ["ok", "LOCKED", "LOCKED"],
             "{n}"
         );
         // ... and bob's own row of the key, written before the lock, is held
