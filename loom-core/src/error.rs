@@ -137,6 +137,8 @@ error_codes! {
     VersionConflict = "VERSION_CONFLICT", 409, Conflict, true;
     /// The content matches a blacklist pattern.
     Blacklisted = "BLACKLISTED", 422, Conflict, false;
+    /// The run has ended: what is kept for a run in progress is refused.
+    RunEnded = "RUN_ENDED", 409, Conflict, false;
     /// A request with the same idempotency key is still running.
     IdempotencyInFlight = "IDEMPOTENCY_KEY_IN_FLIGHT", 409, Conflict, true;
     /// Too many calls in this class.

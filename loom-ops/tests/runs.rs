@@ -86,6 +86,41 @@ async fn a_run_begins_and_completes_once() {
 async fn working_memory_is_kept_per_run_and_name() {
     for h in common::all().await {
         let n = h.name();
+        // Notes are kept for a run in progress, and for no other.
+        assert_eq!(
+            code(
+                h.call(
+                    "working_memory.set",
+                    json!({"run_id": "r1", "content": "early"})
+                )
+                .await
+            ),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+        for run_id in ["r1", "r2", "r3", "done"] {
+            h.call("run.begin", json!({"run_id": run_id}))
+                .await
+                .unwrap();
+        }
+        h.call(
+            "run.complete",
+            json!({"run_id": "done", "status": "succeeded"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            code(
+                h.call(
+                    "working_memory.append",
+                    json!({"run_id": "done", "content": "late"})
+                )
+                .await
+            ),
+            "RUN_ENDED",
+            "{n}"
+        );
+        assert_eq!(h.rows("working_memory").await, 0, "{n}: nothing written");
         let set = h
             .call(
                 "working_memory.set",
@@ -183,6 +218,7 @@ async fn working_memory_is_kept_per_run_and_name() {
 #[tokio::test]
 async fn working_memory_takes_the_calls_run_and_refuses_none() {
     let h = common::sqlite().await;
+    h.call("run.begin", json!({"run_id": "run-1"})).await.unwrap();
     let r = h
         .call("working_memory.set", json!({"content": "x"}))
         .await

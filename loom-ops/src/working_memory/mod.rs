@@ -2,7 +2,7 @@
 
 pub mod model;
 
-use loom_core::{OpCx, OpResult, loom_op};
+use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
 
 use self::model::{WorkingMemory, WorkingMemoryWrite};
 use crate::memory::validate;
@@ -11,7 +11,7 @@ use crate::store::{Store, db_error, now_ms, rfc3339};
 
 /// Replaces a run's working memory (its scratch notes under a name,
 /// default "main"). Use it for state a run needs until it ends; for what
-/// should outlive the run use memory.set.
+/// should outlive the run use memory.set. The run must be open (run.begin).
 #[loom_op(
     role = "writer",
     idempotent,
@@ -24,6 +24,7 @@ async fn set(cx: &OpCx, input: WorkingMemoryWrite) -> OpResult<WorkingMemory> {
 
 /// Appends a line to a run's working memory (under a name, default
 /// "main"), creating it when missing. To replace it use working_memory.set.
+/// The run must be open (run.begin).
 #[loom_op(role = "writer", run_scoped = false, toolsets(atomic))]
 async fn append(cx: &OpCx, input: WorkingMemoryWrite) -> OpResult<WorkingMemory> {
     write(cx, input, true).await
@@ -44,6 +45,33 @@ async fn write(cx: &OpCx, input: WorkingMemoryWrite, append: bool) -> OpResult<W
     let now = now_ms();
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
+    // A run's notes belong to a run in progress in the namespace: none are
+    // kept for a run that never began (no read would find them) or that
+    // has ended.
+    match crate::run::store::get(tx.conn(), cx, &run_id).await? {
+        None => {
+            return Err(LoomError::new(
+                ErrorCode::ResourceNotFound,
+                format!(
+                    "no run {run_id:?} in namespace {:?}: begin one with run.begin. Nothing was written",
+                    cx.scope.namespace
+                ),
+            )
+            .with_detail("run_id", run_id));
+        }
+        Some(run) if run.status != "open" => {
+            return Err(LoomError::new(
+                ErrorCode::RunEnded,
+                format!(
+                    "run {run_id:?} has ended ({}): working memory is for a run in progress. Nothing was written",
+                    run.status
+                ),
+            )
+            .with_detail("run_id", run_id)
+            .with_detail("status", run.status));
+        }
+        Some(_) => {}
+    }
     let sql = if append {
         "INSERT INTO working_memory (org, namespace, run_id, name, content, agent, updated_ms) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (org, namespace, run_id, name) DO UPDATE \
