@@ -422,6 +422,18 @@ async fn as_of_serves_the_version_current_then_and_history_lists_them() {
             "RESOURCE_NOT_FOUND",
             "{n}"
         );
+        // if_version checks the current version, as_of reads another: not both
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.get",
+                    json!({"memory_key": "owner", "as_of": rfc3339(1_000_000_050_000), "if_version": 9})
+                )
+                .await
+            ),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
 
         let page = h
             .call("memory.history", json!({"memory_key": "owner", "limit": 1}))

@@ -218,7 +218,9 @@ async fn working_memory_is_kept_per_run_and_name() {
 #[tokio::test]
 async fn working_memory_takes_the_calls_run_and_refuses_none() {
     let h = common::sqlite().await;
-    h.call("run.begin", json!({"run_id": "run-1"})).await.unwrap();
+    h.call("run.begin", json!({"run_id": "run-1"}))
+        .await
+        .unwrap();
     let r = h
         .call("working_memory.set", json!({"content": "x"}))
         .await

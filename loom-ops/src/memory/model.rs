@@ -124,9 +124,9 @@ pub struct MemoryKey {
 pub struct MemoryGet {
     /// The key.
     pub memory_key: String,
-    /// Refuse with VERSION_CONFLICT unless this is the current version.
+    /// Refuse with VERSION_CONFLICT unless this is the current version (not with as_of).
     pub if_version: Option<i64>,
-    /// RFC 3339: return the version current at that time.
+    /// RFC 3339: return the version current at that time (not with if_version).
     pub as_of: Option<String>,
     /// Only these output fields (memory_key is always returned).
     pub fields: Option<Vec<String>>,

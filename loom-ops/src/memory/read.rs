@@ -133,6 +133,14 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
         .as_deref()
         .map(|s| validate::time("as_of", s))
         .transpose()?;
+    // if_version asks about the current version, as_of reads another: the
+    // pair would check one and answer the other.
+    if as_of.is_some() && input.if_version.is_some() {
+        return Err(invalid(
+            "if_version",
+            "if_version checks the current version and as_of reads an earlier one: give one of them",
+        ));
+    }
     if let Some(fields) = &input.fields
         && let Some(bad) = fields.iter().find(|f| !FIELDS.contains(&f.as_str()))
     {
