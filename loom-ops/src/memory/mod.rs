@@ -77,8 +77,9 @@ async fn delete(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
     .await
 }
 
-/// Pins a memory: it ranks first in search and context packs and cannot be
-/// deleted until memory.unpin.
+/// Pins a memory: it ranks higher in search and context packs (a fixed
+/// boost, ahead of unpinned matches as good or a little better) and cannot
+/// be deleted until memory.unpin.
 #[loom_op(role = "writer", toolsets(core))]
 async fn pin(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
     write::change(cx.service::<Store>()?, cx, input, Change::Pin).await

@@ -22,7 +22,7 @@ pub struct Memory {
     pub source: String,
     /// The current version (every change adds one).
     pub version: i64,
-    /// Pinned: ranks first, refuses delete.
+    /// Pinned: ranks higher in search and packs, refuses delete.
     pub pinned: bool,
     /// Locked: refuses every change but unlock.
     pub locked: bool,
