@@ -243,6 +243,12 @@ async fn every_recall_answered_before_a_read_is_in_what_it_reads() {
                 .await
                 .unwrap();
         }
+        // a list right after shows what the gets answered, written or not
+        let listed = h
+            .call("memory.list", json!({"key_prefix": "k"}))
+            .await
+            .unwrap();
+        assert_eq!(listed["memories"][0]["recall_count"], 12, "{n}: {listed}");
         let got = h
             .call_as(
                 "bob",

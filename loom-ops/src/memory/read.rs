@@ -356,10 +356,17 @@ pub async fn list(store: &Store, cx: &OpCx, input: MemoryList) -> OpResult<Memor
     )
     .await?;
     let more = rows.len() as i64 > limit;
+    // As memory.get: never less than the caller was last answered, the
+    // recalls not written yet included (memory::usage).
+    let log = cx.service::<UsageLog>()?;
     let memories: Vec<_> = rows
         .iter()
         .take(limit as usize)
-        .map(Row::to_memory)
+        .map(|row| {
+            let mut memory = row.to_memory();
+            memory.recall_count = log.recalls_seen(cx, row);
+            memory
+        })
         .collect();
     let next_cursor = if more {
         memories
