@@ -38,7 +38,14 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
     let now = now_ms();
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
-    let added = store::insert(tx.conn(), cx, pattern, now).await?;
+    // Matching ignores case, so a pattern differing from one held only in
+    // case adds nothing.
+    let folded = pattern.to_lowercase();
+    let held = store::patterns(tx.conn(), cx)
+        .await?
+        .iter()
+        .any(|p| p.to_lowercase() == folded);
+    let added = !held && store::insert(tx.conn(), cx, pattern, now).await?;
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
     if input.sweep {
         let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -52,11 +59,13 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
         .fetch_all(tx.conn())
         .await
         .map_err(db_error)?;
+        // A lock holds its key, whichever agent's row carries it.
+        let locked = memories::locked_keys(tx.conn(), cx).await?;
         for row in rows
             .into_iter()
             .filter(|r| pattern::matches(pattern, &r.content))
         {
-            let reason = if row.locked != 0 {
+            let reason = if row.locked != 0 || locked.contains(&row.memory_key) {
                 Some("locked")
             } else if row.pinned != 0 {
                 Some("pinned")
