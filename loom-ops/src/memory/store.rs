@@ -325,7 +325,9 @@ pub async fn key_locked(conn: &mut AnyConnection, cx: &OpCx, key: &str) -> OpRes
 }
 
 /// The keys of the namespace a row of which is locked (what
-/// `memory.apply` keeps, whichever agent's rows its filter matched).
+/// `memory.apply` keeps, whichever agent's rows its filter matched): read
+/// through the partial index of locked rows (migration 0020 on SQLite,
+/// 0016 on PostgreSQL), not a walk of the namespace.
 pub async fn locked_keys(
     conn: &mut AnyConnection,
     cx: &OpCx,
