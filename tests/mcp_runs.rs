@@ -25,6 +25,106 @@ fn idle_ms(t: &TestServer) -> i64 {
     t.server.app.config.mcp.session_run_idle.as_millis() as i64
 }
 
+/// A write made with an explicit run's id (run.begin) carries it, over
+/// HTTP and over MCP, where it takes the place of the session's run; a run
+/// that never began or has ended is refused and nothing is written.
+#[tokio::test]
+async fn a_write_made_with_a_runs_id_carries_it() {
+    for t in servers(generous).await {
+        let n = t.name();
+        let token = t.token("default", "ana", Role::Writer, &["default"]);
+        let begun = t
+            .post("run.begin", Some(&token), json!({"run_id": "job-7"}))
+            .await;
+        assert_eq!(begun.status, 200, "{n}: {}", begun.text);
+        let a = t
+            .post(
+                "memory.set",
+                Some(&token),
+                json!({"memory_key": "built", "content": "v1", "run_id": "job-7"}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("Cursor", "2025-11-25").await;
+        let r = c
+            .call(
+                "loom_memory_update",
+                json!({"memory_key": "built", "content": "v2", "run_id": "job-7"}),
+            )
+            .await;
+        assert_eq!(r["isError"], false, "{n}: {r}");
+        let got = t
+            .post("run.get", Some(&token), json!({"run_id": "job-7"}))
+            .await;
+        let changes: Vec<(String, i64)> = got.body["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["memory_key"].as_str().unwrap().to_owned(),
+                    c["version"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            changes,
+            [("built".to_owned(), 1), ("built".to_owned(), 2)],
+            "{n}: {}",
+            got.text
+        );
+        // a run that never began, or has ended, takes nothing
+        let a = t
+            .post(
+                "memory.set",
+                Some(&token),
+                json!({"memory_key": "x", "content": "c", "run_id": "nope"}),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.code()),
+            (404, "RESOURCE_NOT_FOUND"),
+            "{n}: {}",
+            a.text
+        );
+        t.post(
+            "run.complete",
+            Some(&token),
+            json!({"run_id": "job-7", "status": "succeeded"}),
+        )
+        .await;
+        let a = t
+            .post(
+                "memory.set",
+                Some(&token),
+                json!({"memory_key": "x", "content": "c", "run_id": "job-7"}),
+            )
+            .await;
+        assert_eq!((a.status, a.code()), (409, "RUN_ENDED"), "{n}: {}", a.text);
+        let a = t
+            .post(
+                "memory.set",
+                Some(&token),
+                json!({"memory_key": "x", "content": "c", "run_id": 7}),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.code()),
+            (422, "INVALID_ARGUMENTS"),
+            "{n}: {}",
+            a.text
+        );
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM memories WHERE memory_key = 'x'")
+                .await,
+            0,
+            "{n}"
+        );
+        t.server.shutdown().await;
+    }
+}
+
 /// The ledger is written off the request path, in batches, yet run.get
 /// lists every call of the run answered before it, with nothing flushed.
 #[tokio::test]

@@ -12,8 +12,9 @@ use crate::scope::require_namespace;
 use crate::store::{Ledger, Store, now_ms};
 
 /// Starts a run: a unit of work whose writes and working memory carry its
-/// run_id. Pass the returned run_id to working_memory.set and end the run
-/// with run.complete.
+/// run_id. Pass the returned run_id to working_memory.set and, as run_id,
+/// to the writes made in it (run.get lists them); end the run with
+/// run.complete.
 #[loom_op(role = "writer", run_scoped = false, toolsets(atomic))]
 async fn begin(cx: &OpCx, input: RunBegin) -> OpResult<Run> {
     let run_id = match input.run_id {

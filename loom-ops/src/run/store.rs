@@ -1,6 +1,6 @@
 //! Runs in SQL.
 
-use loom_core::{OpCx, OpResult};
+use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 use sqlx::AnyConnection;
 
 use super::model::Run;
@@ -53,6 +53,34 @@ pub async fn get(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> OpResult<
     .fetch_optional(conn)
     .await
     .map_err(db_error)
+}
+
+/// Refuses unless `run_id` is a run in progress in the call's namespace:
+/// RESOURCE_NOT_FOUND when none began there, RUN_ENDED when it has ended.
+/// What a call keeps for a run (working memory, a write's run label) is
+/// kept only for one that began and has not ended: no read would find it
+/// otherwise.
+pub async fn require_open(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> OpResult<()> {
+    match get(conn, cx, run_id).await? {
+        None => Err(LoomError::new(
+            ErrorCode::ResourceNotFound,
+            format!(
+                "no run {run_id:?} in namespace {:?}: begin one with run.begin",
+                cx.scope.namespace
+            ),
+        )
+        .with_detail("run_id", run_id)),
+        Some(run) if run.status != "open" => Err(LoomError::new(
+            ErrorCode::RunEnded,
+            format!(
+                "run {run_id:?} has ended ({}): only a run in progress takes what is kept for it",
+                run.status
+            ),
+        )
+        .with_detail("run_id", run_id)
+        .with_detail("status", run.status)),
+        Some(_) => Ok(()),
+    }
 }
 
 /// The namespace's most recent runs, newest first.

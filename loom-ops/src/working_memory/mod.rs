@@ -2,7 +2,7 @@
 
 pub mod model;
 
-use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
+use loom_core::{OpCx, OpResult, loom_op};
 
 use self::model::{WorkingMemory, WorkingMemoryWrite};
 use crate::memory::validate;
@@ -45,33 +45,8 @@ async fn write(cx: &OpCx, input: WorkingMemoryWrite, append: bool) -> OpResult<W
     let now = now_ms();
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
-    // A run's notes belong to a run in progress in the namespace: none are
-    // kept for a run that never began (no read would find them) or that
-    // has ended.
-    match crate::run::store::get(tx.conn(), cx, &run_id).await? {
-        None => {
-            return Err(LoomError::new(
-                ErrorCode::ResourceNotFound,
-                format!(
-                    "no run {run_id:?} in namespace {:?}: begin one with run.begin. Nothing was written",
-                    cx.scope.namespace
-                ),
-            )
-            .with_detail("run_id", run_id));
-        }
-        Some(run) if run.status != "open" => {
-            return Err(LoomError::new(
-                ErrorCode::RunEnded,
-                format!(
-                    "run {run_id:?} has ended ({}): working memory is for a run in progress. Nothing was written",
-                    run.status
-                ),
-            )
-            .with_detail("run_id", run_id)
-            .with_detail("status", run.status));
-        }
-        Some(_) => {}
-    }
+    // A run's notes belong to a run in progress in the namespace.
+    crate::run::store::require_open(tx.conn(), cx, &run_id).await?;
     let sql = if append {
         "INSERT INTO working_memory (org, namespace, run_id, name, content, agent, updated_ms) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (org, namespace, run_id, name) DO UPDATE \

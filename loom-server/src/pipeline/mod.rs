@@ -324,6 +324,11 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
             }
         }
     };
+    // A run-scoped call made with a run's id carries it (run.begin), in
+    // place of the transport's run (an MCP session's implicit one).
+    if let Some(run_id) = explicit_run(app, cx, op, &mut req.args).await? {
+        cx.run_id = Some(run_id);
+    }
     // The arguments go to the op: nothing after it reads them.
     let result = validate_and_run(cx, op, std::mem::take(&mut req.args)).await;
     if let Some(key) = claimed {
@@ -396,6 +401,39 @@ pub async fn check_access(
         (_, Some(_)) => Ok(()),
         (scope, None) => authorize::access(app, caller, &scope).await.map(|_| ()),
     }
+}
+
+/// The `run_id` a call of a run-scoped op names, taken out of its
+/// arguments (an op that declares `run_id` of its own, as `run.*` and
+/// `working_memory.*` do, keeps it): a string naming a run in progress in
+/// the call's namespace, else the refusal.
+async fn explicit_run(
+    app: &App,
+    cx: &OpCx,
+    op: &Op,
+    args: &mut Value,
+) -> Result<Option<String>, LoomError> {
+    if !op.meta.run_scoped || op.input_schema.pointer("/properties/run_id").is_some() {
+        return Ok(None);
+    }
+    let Some(sent) = args.as_object_mut().and_then(|map| map.remove("run_id")) else {
+        return Ok(None);
+    };
+    let run_id = match sent {
+        Value::Null => return Ok(None),
+        Value::String(s) if !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control) => {
+            s
+        }
+        _ => {
+            return Err(LoomError::new(
+                ErrorCode::InvalidArguments,
+                "run_id must be a run's id (from run.begin): a string of 1 to 256 bytes with no control characters",
+            )
+            .with_detail("field", "run_id"));
+        }
+    };
+    loom_ops::run::store::require_open(&mut *app.store.read().await?, cx, &run_id).await?;
+    Ok(Some(run_id))
 }
 
 async fn validate_and_run(cx: &OpCx, op: &'static Op, args: Value) -> Result<Output, LoomError> {
