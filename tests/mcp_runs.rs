@@ -121,6 +121,13 @@ async fn a_write_made_with_a_runs_id_carries_it() {
             0,
             "{n}"
         );
+        // run.list pages as every list does: past its most clamped, under 1 refused
+        let a = t
+            .post("run.list", Some(&token), json!({"limit": 501}))
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        let a = t.post("run.list", Some(&token), json!({"limit": 0})).await;
+        assert_eq!((a.status, a.code()), (422, "INVALID_ARGUMENTS"), "{n}");
         t.server.shutdown().await;
     }
 }

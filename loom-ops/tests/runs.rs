@@ -302,6 +302,11 @@ async fn namespaces_describe_themselves_and_list() {
             "{n}"
         );
         assert_eq!(
+            code(h.call("namespace.list", json!({"kind": "colection"})).await),
+            "INVALID_ARGUMENTS",
+            "{n}: a kind no namespace can have"
+        );
+        assert_eq!(
             names(&h.call("namespace.list_mine", json!({})).await.unwrap()),
             ["main"],
             "{n}"

@@ -52,13 +52,26 @@ async fn list(cx: &OpCx, input: NamespaceList) -> OpResult<NamespacePage> {
     page(cx, input, None).await
 }
 
+/// The kinds of namespace.
+const KINDS: &[&str] = &["personal", "memory", "collection", "code", "tracker"];
+
 async fn page(
     cx: &OpCx,
     input: NamespaceList,
     names: Option<&[String]>,
 ) -> OpResult<NamespacePage> {
     let limit = validate::limit(input.limit, 50, 200)?;
-    let kind = input.kind.as_deref().map(validate::kind).transpose()?;
+    // A namespace is one of five kinds: another names none (a typo would
+    // list nothing, as if the org had none of it).
+    if let Some(kind) = input.kind.as_deref()
+        && !KINDS.contains(&kind)
+    {
+        return Err(validate::invalid(
+            "kind",
+            format!("kind {kind:?} is none of {}", KINDS.join(", ")),
+        ));
+    }
+    let kind = input.kind;
     let after = input.cursor.unwrap_or_default();
     let store = cx.service::<Store>()?;
     let mut conn = store.read().await?;

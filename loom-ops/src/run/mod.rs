@@ -127,13 +127,8 @@ async fn get(cx: &OpCx, input: RunGet) -> OpResult<RunDetail> {
 /// run's calls and changes with run.get.
 #[loom_op(role = "viewer", idempotent, run_scoped = false)]
 async fn list(cx: &OpCx, input: RunList) -> OpResult<Runs> {
-    let limit = input.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(validate::invalid(
-            "limit",
-            "limit must be between 1 and 500",
-        ));
-    }
+    // As every list: under 1 refused, over the page's most clamped.
+    let limit = validate::limit(input.limit, 50, 500)?;
     if let Some(status) = input.status.as_deref()
         && !matches!(
             status,

@@ -147,7 +147,7 @@ pub struct RunDetail {
 pub struct RunList {
     /// Only runs in this status: open, succeeded, failed, abandoned or closed.
     pub status: Option<String>,
-    /// At most this many (1-500, default 50).
+    /// At most this many (default 50; more than 500 is 500).
     pub limit: Option<i64>,
     /// The namespace (default: the caller's).
     pub namespace: Option<String>,
