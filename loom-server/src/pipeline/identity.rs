@@ -37,7 +37,7 @@ fn explicit<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
 /// too: `org` is declared by no op's schema, and an `agent` by few, so
 /// nothing after this step would tell the caller that `"org": 1` was not
 /// read.
-fn named<'a>(args: &'a Value, field: &str) -> Result<Option<&'a str>, LoomError> {
+pub(crate) fn named<'a>(args: &'a Value, field: &str) -> Result<Option<&'a str>, LoomError> {
     let sent = args.get(field).filter(|v| !v.is_null());
     if let Some(v) = sent.filter(|v| !v.is_string()) {
         let kind = match v {

@@ -405,8 +405,9 @@ pub async fn check_access(
 
 /// The `run_id` a call of a run-scoped op names, taken out of its
 /// arguments (an op that declares `run_id` of its own, as `run.*` and
-/// `working_memory.*` do, keeps it): a string naming a run in progress in
-/// the call's namespace, else the refusal.
+/// `working_memory.*` do, keeps it): a name as identity's are (a string of
+/// at most 256 bytes with no control characters; null names none) of a run
+/// in progress in the call's namespace, else the refusal.
 async fn explicit_run(
     app: &App,
     cx: &OpCx,
@@ -416,21 +417,12 @@ async fn explicit_run(
     if !op.meta.run_scoped || op.input_schema.pointer("/properties/run_id").is_some() {
         return Ok(None);
     }
-    let Some(sent) = args.as_object_mut().and_then(|map| map.remove("run_id")) else {
+    let run_id = identity::named(args, "run_id")?.map(str::to_owned);
+    if let Some(map) = args.as_object_mut() {
+        map.remove("run_id");
+    }
+    let Some(run_id) = run_id else {
         return Ok(None);
-    };
-    let run_id = match sent {
-        Value::Null => return Ok(None),
-        Value::String(s) if !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control) => {
-            s
-        }
-        _ => {
-            return Err(LoomError::new(
-                ErrorCode::InvalidArguments,
-                "run_id must be a run's id (from run.begin): a string of 1 to 256 bytes with no control characters",
-            )
-            .with_detail("field", "run_id"));
-        }
     };
     loom_ops::run::store::require_open(&mut *app.store.read().await?, cx, &run_id).await?;
     Ok(Some(run_id))

@@ -17,7 +17,6 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use loom_core::{Caller, ErrorCode, Listing, LoomError, Profile, RateClass, RateKey};
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::config::AuthMode;
@@ -103,7 +102,7 @@ fn allowed_hosts(config: &crate::Config) -> Vec<String> {
 }
 
 /// `?toolset=` and `?schema_profile=`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default)]
 pub struct ConnectionQuery {
     toolset: Option<String>,
     schema_profile: Option<String>,
