@@ -180,15 +180,7 @@ impl Validator {
     /// first with `UNKNOWN_ARGUMENT`.
     pub fn check(&self, op: &str, args: &Value, state_changing: bool) -> Result<(), LoomError> {
         if !args.is_object() {
-            return Err(self.invalid(
-                op,
-                args,
-                vec![format!(
-                    "arguments: Input should be an object [object_type], got {}",
-                    type_name(args)
-                )],
-                Vec::new(),
-            ));
+            return Err(self.not_an_object(op, args));
         }
         let unknown = self.unknown_keys(args);
         // A NUL anywhere is INVALID_ARGUMENTS naming it, near-miss keys
@@ -218,6 +210,16 @@ impl Validator {
         } else {
             Err(self.invalid(op, args, errors, unknown))
         }
+    }
+
+    /// The refusal of arguments that are no object, as [`Validator::check`]
+    /// answers it (a transport that takes keys out first refuses them so).
+    pub fn not_an_object(&self, op: &str, args: &Value) -> LoomError {
+        let error = format!(
+            "arguments: Input should be an object [object_type], got {}",
+            type_name(args)
+        );
+        self.invalid(op, args, vec![error], Vec::new())
     }
 
     /// The invalid-arguments refusal of `args` for these field errors, in

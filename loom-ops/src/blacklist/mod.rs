@@ -65,7 +65,7 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
             .into_iter()
             .filter(|r| pattern::matches(pattern, &r.content))
         {
-            let reason = if row.locked != 0 || locked.contains(&row.memory_key) {
+            let reason = if locked.contains(&row.memory_key) {
                 Some("locked")
             } else if row.pinned != 0 {
                 Some("pinned")

@@ -149,8 +149,13 @@ pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<App
     let mut changes: Vec<(Row, Row)> = Vec::new();
     let mut skipped = Vec::new();
     for row in rows {
-        let key_locked = row.locked != 0 || locked.contains(&row.memory_key);
-        match plan(input.action, &add, &row, key_locked, now) {
+        match plan(
+            input.action,
+            &add,
+            &row,
+            locked.contains(&row.memory_key),
+            now,
+        ) {
             Step::Change(mut new) => {
                 new.updated_ms = now;
                 changes.push((row, *new));

@@ -298,23 +298,23 @@ pub(super) async fn bound_request(
     Ok((request, client, sent.to_owned()))
 }
 
-fn read_form(body: &Bytes) -> Result<std::collections::HashMap<String, String>, Box<Response>> {
-    if body.len() > MAX_FORM {
-        return Err(Box::new(form_too_large()));
-    }
-    form_pairs(body).map_err(|fault| {
+fn read_form(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<std::collections::HashMap<String, String>, Box<Response>> {
+    // Over axum's buffering limit too (the extractor's refusal): this page,
+    // not axum's plain text.
+    let Some(body) = body.ok().filter(|b| b.len() <= MAX_FORM) else {
+        return Err(Box::new(pages::error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the form is too large",
+        )));
+    };
+    form_pairs(&body).map_err(|fault| {
         Box::new(pages::error(
             StatusCode::BAD_REQUEST,
             &format!("the form's {fault}"),
         ))
     })
-}
-
-/// A form over its limit, or one axum would not buffer (its body limit;
-/// `Result<Bytes, BytesRejection>` takes the refusal from axum's plain
-/// text to this page).
-fn form_too_large() -> Response {
-    pages::error(StatusCode::PAYLOAD_TOO_LARGE, "the form is too large")
 }
 
 /// The client's address: the connection's peer, or with
@@ -347,9 +347,6 @@ pub async fn login(
     extensions: Extensions,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let Ok(body) = body else {
-        return form_too_large();
-    };
     let o = oauth(&app);
     if o.oidc.is_some() {
         return pages::error(
@@ -357,7 +354,7 @@ pub async fn login(
             "password sign-in is off: this server signs people in through its OpenID Connect provider",
         );
     }
-    let form = match read_form(&body) {
+    let form = match read_form(body) {
         Ok(f) => f,
         Err(r) => return *r,
     };
@@ -461,11 +458,8 @@ pub async fn decide(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let Ok(body) = body else {
-        return form_too_large();
-    };
     let o = oauth(&app);
-    let form = match read_form(&body) {
+    let form = match read_form(body) {
         Ok(f) => f,
         Err(r) => return *r,
     };

@@ -40,15 +40,10 @@ fn explicit<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
 pub(crate) fn named<'a>(args: &'a Value, field: &str) -> Result<Option<&'a str>, LoomError> {
     let sent = args.get(field).filter(|v| !v.is_null());
     if let Some(v) = sent.filter(|v| !v.is_string()) {
-        let kind = match v {
-            Value::Bool(_) => "a boolean",
-            Value::Number(_) => "a number",
-            Value::Array(_) => "an array",
-            _ => "an object",
-        };
+        let kind = loom_core::type_name(v);
         return Err(refused(
             field,
-            format!("{field} must be a string, not {kind}"),
+            format!("{field} must be a string, got {kind}"),
         ));
     }
     let Some(name) = explicit(args, field) else {

@@ -414,7 +414,12 @@ async fn explicit_run(
     op: &Op,
     args: &mut Value,
 ) -> Result<Option<String>, LoomError> {
-    if !op.meta.run_scoped || op.input_schema.pointer("/properties/run_id").is_some() {
+    // Every run-scoped call passes here and nearly none names a run: the
+    // one lookup of the key first.
+    if !op.meta.run_scoped
+        || args.get("run_id").is_none()
+        || op.input_schema.pointer("/properties/run_id").is_some()
+    {
         return Ok(None);
     }
     let run_id = identity::named(args, "run_id")?.map(str::to_owned);

@@ -244,11 +244,7 @@ fn with_next_step(mcp: &Mcp, conn: &Connection, op: &Op, e: &LoomError) -> LoomE
 fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomError> {
     let validator = op.validator();
     let Value::Object(mut map) = args else {
-        let error = format!(
-            "arguments: Input should be an object [object_type], got {}",
-            loom_core::type_name(&args)
-        );
-        return Err(validator.refusal(&op.name, &json!({}), vec![error]));
+        return Err(validator.not_an_object(&op.name, &args));
     };
     let mut key = None;
     if op.meta.idempotent {
