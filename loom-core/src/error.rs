@@ -149,6 +149,10 @@ error_codes! {
     NotReady = "NOT_READY", 503, Unavailable, true;
     /// The store did not answer within the op's budget.
     BackendTimeout = "BACKEND_TIMEOUT", 504, Unavailable, true;
+    /// The client withdrew the call before it finished (MCP's
+    /// `notifications/cancelled`); the MCP client is answered -32800, and
+    /// the code is what the ledger and audit record.
+    Cancelled = "CANCELLED", 499, Unavailable, true;
     /// A fault inside Loom.
     Internal = "INTERNAL", 500, Internal, true;
 }

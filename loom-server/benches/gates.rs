@@ -77,6 +77,7 @@ fn gates(c: &mut Criterion) {
         default_agent: Some("bench".into()),
         policy: pipeline::CallPolicy::default(),
         refuse: None,
+        cancel: None,
     };
     let set = runtime.block_on(pipeline::call(
         &app,

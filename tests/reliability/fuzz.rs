@@ -208,6 +208,7 @@ fn every_op_answers_hostile_arguments_without_a_fault() {
                         default_agent: None,
                         policy: pipeline::CallPolicy::default(),
                         refuse: None,
+                        cancel: None,
                     },
                 ));
                 prop_assert!(

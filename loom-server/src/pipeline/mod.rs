@@ -28,6 +28,7 @@ use loom_core::{
     Transport,
 };
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 pub use auth::{AuthRefusal, authenticate, check_bearer};
 
@@ -63,6 +64,10 @@ pub struct CallRequest {
     /// call to an unreadable namespace gets the access refusal instead. The
     /// call is ledgered either way; the op does not run.
     pub refuse: Option<LoomError>,
+    /// Cancelled when the client withdraws the call (MCP's
+    /// `notifications/cancelled`): an op not begun is not run, one running
+    /// is stopped as its latency budget would stop it.
+    pub cancel: Option<CancellationToken>,
 }
 
 /// What a connection asks of every call beyond its arguments. The default
@@ -199,42 +204,58 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
             tracing::info!(op = %op.name, code = %e.code(), "call refused");
         }
     }
-    // Audit: an audited op whose change did not commit its own row (a
-    // refusal, a failure, a replay) gets one row with its outcome, as long
-    // as the call got far enough to have a scope.
-    if op.meta.audit && !cx.audited() && !cx.scope.org.is_empty() {
-        let outcome = if replayed {
-            "replayed"
-        } else {
-            outcome.as_str()
-        };
-        if let Err(e) = app.store.audit_outcome(&cx, outcome).await {
-            tracing::error!(op = %op.name, cause = e.internal_message().unwrap_or(""), "audit row not written");
-        }
-    }
     let org = if cx.scope.org.is_empty() {
         cx.caller.org.clone()
     } else {
         cx.scope.org.clone()
     };
-    app.ledger
-        .record(AgentEvent {
-            org,
-            namespace: cx.scope.namespace.clone(),
-            subject: cx.caller.subject.clone(),
-            agent: cx.scope.agent.clone(),
-            consumer: cx.caller.consumer.clone(),
-            op: op.name.clone(),
-            transport: cx.transport,
-            run_id: cx.run_id.clone(),
-            session_id: cx.session_id.clone(),
-            request_id: cx.request_id.clone(),
-            outcome,
-            status,
-            latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            at_ms: now_ms(),
-        })
-        .await;
+    let mut event = AgentEvent {
+        org,
+        namespace: cx.scope.namespace.clone(),
+        subject: cx.caller.subject.clone(),
+        agent: cx.scope.agent.clone(),
+        consumer: cx.caller.consumer.clone(),
+        op: op.name.clone(),
+        transport: cx.transport,
+        run_id: cx.run_id.clone(),
+        session_id: cx.session_id.clone(),
+        request_id: cx.request_id.clone(),
+        outcome,
+        status,
+        latency_ms: 0,
+        at_ms: 0,
+    };
+    // Audit: an audited op whose change did not commit its own row (a
+    // refusal, a failure, a replay) gets one row with its outcome, as long
+    // as the call got far enough to have a scope.
+    if op.meta.audit && !cx.audited() && !cx.scope.org.is_empty() {
+        let outcome = if replayed {
+            "replayed".to_owned()
+        } else {
+            event.outcome.clone()
+        };
+        // The answer waits for the row while the call's budget lasts, not
+        // longer: with the store's file locked by another program, a
+        // refusal (BACKEND_TIMEOUT, a cancelled call) would wait out the
+        // lock. The row is then written when the store takes it; shutdown
+        // waits for it as for a call.
+        let wait = if status == ErrorCode::Cancelled.status() {
+            Duration::ZERO
+        } else {
+            op.budget.saturating_sub(started.elapsed())
+        };
+        let store = app.store.clone();
+        let name = op.name.as_str();
+        let write = app.calls.spawn(async move {
+            if let Err(e) = store.audit_outcome(&cx, &outcome).await {
+                tracing::error!(op = %name, cause = e.internal_message().unwrap_or(""), "audit row not written");
+            }
+        });
+        let _ = tokio::time::timeout(wait, write).await;
+    }
+    event.latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    event.at_ms = now_ms();
+    app.ledger.record(event).await;
     CallOutcome {
         result,
         status,
@@ -274,7 +295,12 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
         && !wait.is_zero()
         && wait <= req.policy.rate_limit_wait
     {
-        tokio::time::sleep(wait).await;
+        if until_cancelled(req.cancel.as_ref(), tokio::time::sleep(wait))
+            .await
+            .is_none()
+        {
+            return Err(cancelled(op));
+        }
         limited = app.limiter.check(&key, op.rate).await;
     }
     if let Err(wait) = limited {
@@ -330,7 +356,10 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
         cx.run_id = Some(run_id);
     }
     // The arguments go to the op: nothing after it reads them.
-    let result = validate_and_run(cx, op, std::mem::take(&mut req.args)).await;
+    let args = std::mem::take(&mut req.args);
+    let result = until_cancelled(req.cancel.as_ref(), validate_and_run(cx, op, args))
+        .await
+        .unwrap_or_else(|| Err(cancelled(op)));
     if let Some(key) = claimed {
         // An output that cannot be written is answered as a fault by the
         // transport: the key is released, as for any failed call.
@@ -431,6 +460,32 @@ async fn explicit_run(
     };
     loom_ops::run::store::require_open(&mut *app.store.read().await?, cx, &run_id).await?;
     Ok(Some(run_id))
+}
+
+/// `work`'s answer, or `None` when `cancel` fires first: `work` is then
+/// dropped where it stands, as a latency budget running out drops it (a
+/// write still queued for the store is not made). Cancelled already, it is
+/// never begun.
+async fn until_cancelled<T>(
+    cancel: Option<&CancellationToken>,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    match cancel {
+        None => Some(work.await),
+        Some(token) => tokio::select! {
+            biased;
+            () = token.cancelled() => None,
+            answer = work => Some(answer),
+        },
+    }
+}
+
+/// What a withdrawn call is ledgered and audited as.
+fn cancelled(op: &Op) -> LoomError {
+    LoomError::new(
+        ErrorCode::Cancelled,
+        format!("{} was cancelled by its client", op.name),
+    )
 }
 
 async fn validate_and_run(cx: &OpCx, op: &'static Op, args: Value) -> Result<Output, LoomError> {

@@ -283,6 +283,7 @@ async fn call_op(
             default_agent: None,
             policy: pipeline::CallPolicy::default(),
             refuse: None,
+            cancel: None,
         },
     )
     .await;

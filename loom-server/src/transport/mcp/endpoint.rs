@@ -19,6 +19,7 @@ use axum::routing::post;
 use loom_core::{Caller, ErrorCode, Listing, LoomError, Profile, RateClass, RateKey};
 use serde_json::Value;
 
+use super::cancel::InFlight;
 use super::config::AuthMode;
 use super::jsonrpc::{self, Body as RpcBody, JsonText, Message, code};
 use super::listing::Listings;
@@ -42,6 +43,8 @@ pub struct Mcp {
     pub sessions: Sessions,
     /// Cached listings.
     pub listings: Listings,
+    /// Requests in flight, for `notifications/cancelled`.
+    pub in_flight: InFlight,
     /// Hosts `Host`/`Origin` may name besides loopback: `LOOM_MCP_ALLOWED_HOSTS`
     /// and the OAuth issuer's host.
     allowed_hosts: Vec<String>,
@@ -62,6 +65,7 @@ pub fn router(app: Arc<App>) -> Router {
     let mcp = Arc::new(Mcp {
         sessions: Sessions::new(app.config.mcp.session_cache),
         listings: Listings::new(app.registry),
+        in_flight: InFlight::default(),
         sweep: std::sync::Mutex::new(None),
         allowed_hosts: allowed_hosts(&app.config),
         app: app.clone(),
@@ -149,6 +153,8 @@ pub struct Connection {
     pub request_id: String,
     /// `X-Loom-Code-Scope`, when sent.
     pub code_scope: Option<String>,
+    /// Cancelled when the client cancels the request being answered.
+    pub cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
 fn rpc_error_response(
@@ -424,13 +430,38 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
         request_id,
         code_scope: header_str(headers, &HeaderName::from_static("x-loom-code-scope"))
             .map(str::to_owned),
+        cancel: None,
     };
 
     let mut answers = Vec::new();
+    let mut cancelled = None;
     for message in messages {
-        if let Some(answer) = methods::handle(&mcp, &mut conn, message, batch).await {
-            answers.push(answer);
+        // Every request but initialize may be cancelled while it runs.
+        let registration = match &message {
+            Message::Request { id, method, .. } if method != "initialize" => {
+                Some((mcp.in_flight.begin(&conn, id), id.clone()))
+            }
+            _ => None,
+        };
+        conn.cancel = registration.as_ref().map(|(r, _)| r.token().clone());
+        let answer = methods::handle(&mcp, &mut conn, message, batch).await;
+        match registration {
+            // A cancelled request is not answered, whatever became of it.
+            Some((r, id)) if r.token().is_cancelled() => cancelled = Some(id),
+            _ => answers.extend(answer),
         }
+    }
+    // A POST whose requests were all cancelled still needs a JSON answer;
+    // its client has stopped waiting for it.
+    if answers.is_empty()
+        && let Some(id) = cancelled
+    {
+        answers.push(JsonText::of(&jsonrpc::error_response(
+            Some(&id),
+            code::REQUEST_CANCELLED,
+            "request cancelled",
+            None,
+        )));
     }
     let mut response = if answers.is_empty() {
         StatusCode::ACCEPTED.into_response()

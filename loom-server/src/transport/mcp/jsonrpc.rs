@@ -28,12 +28,14 @@ pub mod code {
     pub const SERVER_ERROR: i64 = -32000;
     /// Resource not found.
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// The client cancelled the request (`notifications/cancelled`).
+    pub const REQUEST_CANCELLED: i64 = -32800;
     /// Unsupported `MCP-Protocol-Version`.
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 
 /// A request id: a string or an integer.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Id {
     /// A string id.
     Str(String),
@@ -42,7 +44,8 @@ pub enum Id {
 }
 
 impl Id {
-    fn from_value(v: &Value) -> Option<Id> {
+    /// The id a JSON value is, if it is one.
+    pub fn from_value(v: &Value) -> Option<Id> {
         match v {
             Value::String(s) => Some(Id::Str(s.clone())),
             Value::Number(n) if n.is_i64() || n.is_u64() => Some(Id::Num(n.clone())),

@@ -24,7 +24,15 @@ pub async fn handle(
     in_batch: bool,
 ) -> Option<JsonText> {
     match message {
-        Message::Notification { .. } | Message::Response => None,
+        Message::Notification { method, params } => {
+            if method == "notifications/cancelled"
+                && let Some(id) = params.get("requestId").and_then(Id::from_value)
+            {
+                mcp.in_flight.cancel(conn, &id);
+            }
+            None
+        }
+        Message::Response => None,
         Message::Invalid { id, reason } => Some(JsonText::of(&jsonrpc::error_response(
             id.as_ref(),
             code::INVALID_REQUEST,

@@ -2,6 +2,7 @@
 //! stream. This transport knows no op by name except the synthetic tools
 //! (`loom_search` → `search.query`, `loom_activate`, `loom_op`) and the primer.
 
+mod cancel;
 pub mod config;
 pub mod endpoint;
 pub mod guard;

@@ -289,6 +289,7 @@ fn call_request(conn: &Connection, op: &'static Op, args: Value) -> CallRequest 
         default_agent: conn.session.as_ref().map(|s| s.agent.clone()),
         policy: policy(conn),
         refuse: None,
+        cancel: conn.cancel.clone(),
     }
 }
 
