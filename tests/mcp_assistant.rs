@@ -329,6 +329,28 @@ async fn assistant_reads_span_agents_and_single_writer_reads_need_the_writer() {
         ] {
             assert!(props(&listed, tool)["agent"].is_object(), "{tool}");
         }
+        // It lists no loom_search: its descriptions, on every profile,
+        // point at the memory search it has instead.
+        for query in ["", "&schema_profile=full", "&schema_profile=compact"] {
+            let c = McpClient::new(&t, Some(&viewer), &format!("{ASSISTANT}{query}"));
+            let text = c.request("tools/list", json!({})).await.text;
+            assert!(!text.contains("loom_search"), "{query}: {text}");
+        }
+        let description = |tool: &str| {
+            listed["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["name"] == tool)
+                .and_then(|x| x["description"].as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert!(
+            description("loom_memory_get").contains("use loom_memory_search"),
+            "{}",
+            description("loom_memory_get")
+        );
         let core = McpClient::new(&t, Some(&viewer), "");
         let core_listed = core.request("tools/list", json!({})).await.body;
         assert!(props(&core_listed, "loom_memory_get")["agent"].is_null());

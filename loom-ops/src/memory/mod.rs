@@ -138,8 +138,7 @@ async fn apply(cx: &OpCx, input: MemoryApply) -> OpResult<Applied> {
 
 /// Searches this namespace's memories by words, ranked by text match,
 /// recency, pins and recall counts (explain shows the parts). Across every
-/// agent unless agent is named. On MCP, loom_search covers memory, profile,
-/// knowledge and conversations at once.
+/// agent unless agent is named.
 #[loom_op(
     role = "viewer",
     idempotent,

@@ -125,15 +125,30 @@ fn build(
     tools
 }
 
+/// The op the assistant's listing searches memory with, in place of
+/// `loom_search`, which it does not list.
+const ASSISTANT_SEARCH_OP: &str = "memory.search";
+
+/// A description as this listing shows it: op names as its tools
+/// ([`render_op_names`]), and on the assistant's listing `loom_search`
+/// pointed at the memory search it has instead.
+fn render(text: &str, registry: &Registry, listing: &Listing) -> String {
+    let rendered = render_op_names(text, registry, listing);
+    match registry.get(ASSISTANT_SEARCH_OP) {
+        Some(search) if *listing == Listing::Assistant && rendered.contains(LOOM_SEARCH) => {
+            rendered.replace(LOOM_SEARCH, &search.tool_name)
+        }
+        _ => rendered,
+    }
+}
+
 /// Renders op names inside every `description` of a schema.
 fn render_descriptions(schema: &mut Value, registry: &Registry, listing: &Listing) {
     match schema {
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
                 match v {
-                    Value::String(s) if k == "description" => {
-                        *s = render_op_names(s, registry, listing)
-                    }
+                    Value::String(s) if k == "description" => *s = render(s, registry, listing),
                     other => render_descriptions(other, registry, listing),
                 }
             }
@@ -164,7 +179,7 @@ fn op_tool(
     }
     tool.insert(
         "description".into(),
-        render_op_names(&op.description_for(profile), registry, listing).into(),
+        render(&op.description_for(profile), registry, listing).into(),
     );
     tool.insert("inputSchema".into(), input);
     if profile == Profile::Full && revision.has_structured_output() {
