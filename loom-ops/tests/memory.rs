@@ -370,6 +370,74 @@ async fn get_counts_recalls_records_exposures_and_falls_back_to_any_agent() {
     }
 }
 
+/// As without as_of: the caller's own row when it was live then, else
+/// another agent's that was.
+#[tokio::test]
+async fn as_of_falls_back_to_another_agents_row_live_then() {
+    for h in common::all().await {
+        let n = h.name();
+        for (agent, content) in [("bot", "the bot's"), (AGENT, "mine")] {
+            h.call(
+                "memory.set",
+                json!({"memory_key": "owner", "content": content, "agent": agent}),
+            )
+            .await
+            .unwrap();
+        }
+        h.call("memory.delete", json!({"memory_key": "owner"}))
+            .await
+            .unwrap();
+        // bot's version 1 at 1,000 s; the caller's version 1 at 2,000 s,
+        // deleted (version 2) at 3,000 s.
+        for (agent, v, at) in [
+            ("bot", 1, 1_000_000_i64),
+            (AGENT, 1, 2_000_000),
+            (AGENT, 2, 3_000_000),
+        ] {
+            sqlx::query(
+                "UPDATE memory_versions SET at_ms = $1 WHERE memory_key = 'owner' AND agent = $2 AND version = $3",
+            )
+            .bind(at)
+            .bind(agent)
+            .bind(v)
+            .execute(h.store().writer())
+            .await
+            .unwrap();
+        }
+        let at = |ms: i64| {
+            h.call(
+                "memory.get",
+                json!({"memory_key": "owner", "as_of": rfc3339(ms)}),
+            )
+        };
+        let mine = at(2_500_000).await.unwrap();
+        assert_eq!(
+            (&mine["content"], &mine["agent"]),
+            (&json!("mine"), &json!(AGENT)),
+            "{n}"
+        );
+        let after_delete = at(3_500_000).await.unwrap();
+        assert_eq!(
+            (&after_delete["content"], &after_delete["agent"]),
+            (&json!("the bot's"), &json!("bot")),
+            "{n}"
+        );
+        assert_eq!(code(at(500_000).await), "RESOURCE_NOT_FOUND", "{n}");
+        // Named, the caller's row alone answers: deleted then.
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.get",
+                    json!({"memory_key": "owner", "as_of": rfc3339(3_500_000), "agent": AGENT})
+                )
+                .await
+            ),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn as_of_serves_the_version_current_then_and_history_lists_them() {
     for h in common::all().await {

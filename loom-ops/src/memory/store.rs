@@ -784,7 +784,10 @@ pub async fn versions(
         .map_err(db_error)
 }
 
-/// The version of `key` current at `at_ms`: the caller's row first, else any agent's.
+/// The version of `key` current at `at_ms`: the caller's row if it was
+/// live then, else the newest of any agent's live then, as a read without
+/// `as_of` picks among the rows live now; when none was, the caller's (or
+/// the newest) version of then, deleted or expired.
 pub async fn version_at(
     conn: &mut AnyConnection,
     cx: &OpCx,
@@ -807,7 +810,7 @@ pub async fn version_at(
             Backend::Sqlite => format!(
                 "{}SELECT v.agent AS agent, v.version AS version, v.rowid AS vid FROM chain \
                  JOIN memory_versions v ON v.rowid = chain.vid WHERE v.at_ms <= $4 \
-                 ORDER BY CASE WHEN v.agent = $6 THEN 0 ELSE 1 END, v.at_ms DESC, v.agent LIMIT 1",
+                 ORDER BY CASE WHEN v.agent = $6 THEN 0 ELSE 1 END, v.at_ms DESC, v.agent",
                 chain::chain(
                     "m.org = $1 AND m.namespace = $2 AND m.memory_key = $3 AND ($5 = 0 OR m.agent = $6)",
                     "v.at_ms <= $4",
@@ -819,23 +822,23 @@ pub async fn version_at(
                  FROM memory_versions \
                  WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND at_ms <= $4 \
                  AND ($5 = 0 OR agent = $6) GROUP BY agent \
-                 ORDER BY CASE WHEN agent = $6 THEN 0 ELSE 1 END, MAX(at_ms) DESC, agent LIMIT 1"
+                 ORDER BY CASE WHEN agent = $6 THEN 0 ELSE 1 END, MAX(at_ms) DESC, agent"
                     .to_owned()
             }
         }
     }
     static SQL: PerBackend = PerBackend::new(|| sql(Backend::Sqlite), || sql(Backend::Postgres));
-    let hit: Option<Hit> = sqlx::query_as(SQL.get(Backend::of(conn)))
+    // One version an agent: the caller's first, then the newest.
+    let hits: Vec<Hit> = sqlx::query_as(SQL.get(Backend::of(conn)))
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
         .bind(key)
         .bind(at_ms)
         .bind(i64::from(explicit_agent))
         .bind(&cx.scope.agent)
-        .fetch_optional(&mut *conn)
+        .fetch_all(&mut *conn)
         .await
         .map_err(db_error)?;
-    let Some(hit) = hit else { return Ok(None) };
     static BY_ROWID: LazyLock<String> =
         LazyLock::new(|| format!("SELECT {VERSION_COLUMNS} FROM memory_versions WHERE rowid = $1"));
     static BY_KEY: LazyLock<String> = LazyLock::new(|| {
@@ -844,17 +847,24 @@ pub async fn version_at(
              WHERE org = $1 AND namespace = $2 AND agent = $3 AND memory_key = $4 AND version = $5"
         )
     });
-    let query = match hit.vid {
-        Some(vid) => sqlx::query_as::<_, VersionRow>(BY_ROWID.as_str()).bind(vid),
-        None => sqlx::query_as::<_, VersionRow>(BY_KEY.as_str())
-            .bind(&cx.scope.org)
-            .bind(&cx.scope.namespace)
-            .bind(&hit.agent)
-            .bind(key)
-            .bind(hit.version),
-    };
-    let row = query.fetch_one(conn).await.map_err(db_error)?;
-    Ok(Some((hit.agent, row)))
+    let mut first = None;
+    for hit in hits {
+        let query = match hit.vid {
+            Some(vid) => sqlx::query_as::<_, VersionRow>(BY_ROWID.as_str()).bind(vid),
+            None => sqlx::query_as::<_, VersionRow>(BY_KEY.as_str())
+                .bind(&cx.scope.org)
+                .bind(&cx.scope.namespace)
+                .bind(&hit.agent)
+                .bind(key)
+                .bind(hit.version),
+        };
+        let row = query.fetch_one(&mut *conn).await.map_err(db_error)?;
+        if row.deleted == 0 && row.expires_ms.is_none_or(|e| e > at_ms) {
+            return Ok(Some((hit.agent, row)));
+        }
+        first.get_or_insert((hit.agent, row));
+    }
+    Ok(first)
 }
 
 /// Inserts one `memory_exposures` row per serving.
