@@ -168,6 +168,95 @@ async fn run_get_lists_every_call_answered_before_it() {
     }
 }
 
+/// run.get lists the calls made under its run: in its namespace (a run of
+/// the same id in another namespace is another run, whose calls its caller
+/// may not be allowed to see), and, to its own subject, its session's calls
+/// in other namespaces.
+#[tokio::test]
+async fn run_get_lists_only_its_own_runs_calls() {
+    for t in servers(generous).await {
+        let n = t.name();
+        t.create_namespace("default", "secret").await;
+        t.create_namespace("default", "team2").await;
+        let sam = t.token("default", "sam", Role::Writer, &["secret"]);
+        let tina = t.token("default", "tina", Role::Writer, &["team2"]);
+        for (token, namespace) in [(&sam, "secret"), (&tina, "team2")] {
+            let begun = t
+                .post(
+                    "run.begin",
+                    Some(token),
+                    json!({"run_id": "shared-id", "namespace": namespace}),
+                )
+                .await;
+            assert_eq!(begun.status, 200, "{n}: {}", begun.text);
+        }
+        let set = t
+            .post(
+                "memory.set",
+                Some(&sam),
+                json!({"memory_key": "plan", "content": "confidential", "namespace": "secret", "run_id": "shared-id"}),
+            )
+            .await;
+        assert_eq!(set.status, 200, "{n}: {}", set.text);
+        let calls = |token: &str, namespace: &str| {
+            let token = token.to_owned();
+            let namespace = namespace.to_owned();
+            let t = &t;
+            async move {
+                let got = t
+                    .post(
+                        "run.get",
+                        Some(&token),
+                        json!({"run_id": "shared-id", "namespace": namespace}),
+                    )
+                    .await;
+                assert_eq!(got.status, 200, "{}", got.text);
+                got.body["calls"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["op"].as_str().unwrap().to_owned())
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(calls(&sam, "secret").await, ["memory.set"], "{n}");
+        assert!(calls(&tina, "team2").await.is_empty(), "{n}");
+
+        // An MCP session's run, filed in ana's default namespace, carries
+        // her session's calls elsewhere: she sees them, bob does not.
+        let ana = t.token("default", "ana", Role::Writer, &["default", "team2"]);
+        let bob = t.token("default", "bob", Role::Viewer, &["default"]);
+        let mut c = McpClient::new(&t, Some(&ana), "");
+        c.initialize("Cursor", "2025-11-25").await;
+        for namespace in ["default", "team2"] {
+            let r = c
+                .call(
+                    "loom_memory_set",
+                    json!({"memory_key": "k", "content": "x", "namespace": namespace}),
+                )
+                .await;
+            assert_eq!(r["isError"], false, "{n}: {r}");
+        }
+        let run = runs(&c).await[0].clone();
+        assert_eq!(run["namespace"], "default", "{n}");
+        let run_id = run["run_id"].as_str().unwrap();
+        let session_calls = |token: &str| {
+            let token = token.to_owned();
+            let t = &t;
+            async move {
+                let got = t
+                    .post("run.get", Some(&token), json!({"run_id": run_id}))
+                    .await;
+                assert_eq!(got.status, 200, "{}", got.text);
+                got.body["calls"].as_array().unwrap().len()
+            }
+        };
+        assert_eq!(session_calls(&ana).await, 2, "{n}");
+        assert_eq!(session_calls(&bob).await, 1, "{n}");
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn a_session_run_is_begun_carried_and_closed_on_delete() {
     for t in servers(generous).await {

@@ -42,6 +42,7 @@ async fn begin(cx: &OpCx, input: RunBegin) -> OpResult<Run> {
         completed_ms: None,
         session_id: None,
         close_reason: None,
+        subject: cx.caller.subject.clone(),
     };
     if !store::insert(tx.conn(), cx, &row).await? {
         let existing = store::get(tx.conn(), cx, &run_id).await?;
@@ -117,7 +118,7 @@ async fn get(cx: &OpCx, input: RunGet) -> OpResult<RunDetail> {
         run: row.to_run(false),
         working_memory: store::notes(&mut conn, cx, &input.run_id).await?,
         changes: store::changes(&mut conn, cx, &input.run_id).await?,
-        calls: store::calls(&mut conn, cx, &input.run_id).await?,
+        calls: store::calls(&mut conn, cx, &row).await?,
     })
 }
 

@@ -19,9 +19,11 @@ pub struct Row {
     pub completed_ms: Option<i64>,
     pub session_id: Option<String>,
     pub close_reason: Option<String>,
+    /// The token subject that began it.
+    pub subject: String,
 }
 
-const COLUMNS: &str = "run_id, namespace, agent, goal, status, summary, started_ms, completed_ms, session_id, close_reason";
+const COLUMNS: &str = "run_id, namespace, agent, goal, status, summary, started_ms, completed_ms, session_id, close_reason, subject";
 
 impl Row {
     /// The API shape.
@@ -200,18 +202,31 @@ pub async fn changes(
         .collect())
 }
 
-/// The calls made under a run (its `agent_events` rows), oldest first, at most 500.
+/// The calls made under a run (its `agent_events` rows), oldest first, at
+/// most 500: those in the run's namespace (another namespace's run of the
+/// same id is another run, whose calls this caller may not be allowed to
+/// see) and, to the subject whose MCP session it is, that session's calls
+/// in other namespaces (an implicit run carries every call of its session).
 pub async fn calls(
     conn: &mut AnyConnection,
     cx: &OpCx,
-    run_id: &str,
+    run: &Row,
 ) -> OpResult<Vec<super::model::RunCall>> {
+    let session = run
+        .session_id
+        .as_deref()
+        .filter(|_| cx.caller.subject == run.subject);
     let rows: Vec<(String, String, String, String, i64, String)> = sqlx::query_as(
         "SELECT op, transport, outcome, request_id, at_ms, agent FROM agent_events \
-         WHERE org = $1 AND run_id = $2 ORDER BY at_ms, id LIMIT 500",
+         WHERE org = $1 AND run_id = $2 \
+         AND (namespace = $3 OR (session_id = $4 AND subject = $5)) \
+         ORDER BY at_ms, id LIMIT 500",
     )
     .bind(&cx.scope.org)
-    .bind(run_id)
+    .bind(&run.run_id)
+    .bind(&run.namespace)
+    .bind(session)
+    .bind(&run.subject)
     .fetch_all(conn)
     .await
     .map_err(db_error)?;
