@@ -295,34 +295,62 @@ async fn discovery_documents_come_from_the_configured_issuer() {
                 serde_json::json!(["header"])
             );
         }
-        // The 401 names the protected-resource metadata, which answers.
-        let a = t
-            .post("ops.capabilities", None, serde_json::json!({}))
-            .await;
-        assert_eq!(a.status, 401, "{n}");
+        // A 401 names the metadata of the resource refused (its `resource`
+        // is the URL asked, RFC 9728 §3.3): the server's on /v1, the MCP
+        // endpoint's on /mcp.
+        let root = format!("{issuer}/.well-known/oauth-protected-resource");
         let prm = format!("{issuer}/.well-known/oauth-protected-resource/mcp");
-        assert_eq!(
-            a.header("www-authenticate"),
-            Some(format!("Bearer realm=\"loom\", resource_metadata=\"{prm}\"").as_str()),
-            "{n}"
-        );
-        let a = t
-            .post(
-                "ops.capabilities",
-                Some("not-a-token"),
-                serde_json::json!({}),
-            )
-            .await;
-        assert_eq!(
-            a.header("www-authenticate"),
-            Some(
-                format!(
-                    "Bearer realm=\"loom\", error=\"invalid_token\", resource_metadata=\"{prm}\""
-                )
-                .as_str()
+        let mcp_call = |bearer: Option<&str>| {
+            let mut r = t
+                .client
+                .post(format!("{}/mcp", t.url()))
+                .header("accept", "application/json, text/event-stream")
+                .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+            if let Some(b) = bearer {
+                r = r.bearer_auth(b);
+            }
+            t.send(r)
+        };
+        for (a, metadata) in [
+            (
+                t.post("ops.capabilities", None, serde_json::json!({}))
+                    .await,
+                &root,
             ),
-            "{n}"
-        );
+            (mcp_call(None).await, &prm),
+        ] {
+            assert_eq!(a.status, 401, "{n}");
+            assert_eq!(
+                a.header("www-authenticate"),
+                Some(format!("Bearer realm=\"loom\", resource_metadata=\"{metadata}\"").as_str()),
+                "{n}"
+            );
+        }
+        for (a, metadata) in [
+            (
+                t.post(
+                    "ops.capabilities",
+                    Some("not-a-token"),
+                    serde_json::json!({}),
+                )
+                .await,
+                &root,
+            ),
+            (mcp_call(Some("not-a-token")).await, &prm),
+        ] {
+            assert_eq!(
+                a.header("www-authenticate"),
+                Some(
+                    format!(
+                        "Bearer realm=\"loom\", error=\"invalid_token\", resource_metadata=\"{metadata}\""
+                    )
+                    .as_str()
+                ),
+                "{n}"
+            );
+        }
+        let served = t.send(t.client.get(&root)).await;
+        assert_eq!(served.body["resource"], issuer.as_str(), "{n}");
         assert_eq!(t.send(t.client.get(&prm)).await.status, 200, "{n}");
         t.server.shutdown().await;
     }
@@ -641,6 +669,24 @@ async fn deny_and_authorize_refusals() {
             assert_eq!(q["state"], "st&ate=1 <x>", "{n}");
             assert_eq!(q["iss"], t.url(), "{n}");
         }
+        // A web site's redirect is not bounced to before anyone signed in
+        // (anyone may register one): a page with the error and a link.
+        let web = register_client(&t, "Web", "https://phish.example/cb").await;
+        let mut params = standard(&web, &ch);
+        params.retain(|(k, _)| *k != "redirect_uri" && *k != "code_challenge_method");
+        params.extend([
+            ("redirect_uri", "https://phish.example/cb"),
+            ("code_challenge_method", "plain"),
+        ]);
+        let p = page(b.get(authorize_url(&t, &params))).await;
+        assert_eq!(p.status, 400, "{n}: {}", p.text);
+        assert!(p.headers.get("location").is_none(), "{n}");
+        assert!(
+            p.text
+                .contains("href=\"https://phish.example/cb?error=invalid_request&amp;"),
+            "{n}: {}",
+            p.text
+        );
         // A repeated parameter.
         let mut params = ok.clone();
         params.push(("code_challenge_method", "S256"));

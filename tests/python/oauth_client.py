@@ -55,7 +55,10 @@ def main(base, username, password):
     check(m is not None, "the challenge names resource_metadata")
     prm = requests.get(m.group(1)).json()
     resource = prm["resource"]
-    check(m.group(1).endswith("/.well-known/oauth-protected-resource/mcp"), "path-based PRM URL")
+    # /v1 is the whole server's: its metadata is the root one, whose
+    # resource is a prefix of the URL asked (RFC 9728 §3.3).
+    check(m.group(1) == f"{base}/.well-known/oauth-protected-resource", "root PRM URL for /v1")
+    check(f"{base}/v1/ops.capabilities".startswith(resource), "the PRM's resource covers the URL asked")
     issuer = prm["authorization_servers"][0]
     asm = requests.get(f"{issuer}/.well-known/oauth-authorization-server").json()
     check(asm["issuer"] == issuer, "AS metadata issuer matches")

@@ -54,12 +54,12 @@ pub(super) fn see_other(location: &str) -> Response {
 
 /// `redirect_uri` with `pairs` added to its query, plus `state` (when the
 /// client sent one) and `iss` (RFC 9207).
-fn back_to_client(
+fn client_location(
     o: &OAuth,
     redirect_uri: &str,
     state: Option<&str>,
     pairs: &[(&str, &str)],
-) -> Response {
+) -> String {
     let mut query = form_urlencoded::Serializer::new(String::new());
     for (k, v) in pairs {
         query.append_pair(k, v);
@@ -69,7 +69,17 @@ fn back_to_client(
     }
     query.append_pair("iss", &o.issuer);
     let sep = if redirect_uri.contains('?') { '&' } else { '?' };
-    see_other(&format!("{redirect_uri}{sep}{}", query.finish()))
+    format!("{redirect_uri}{sep}{}", query.finish())
+}
+
+/// Sends the browser back to the client with `pairs`.
+fn back_to_client(
+    o: &OAuth,
+    redirect_uri: &str,
+    state: Option<&str>,
+    pairs: &[(&str, &str)],
+) -> Response {
+    see_other(&client_location(o, redirect_uri, state, pairs))
 }
 
 pub(super) fn redirect_error(
@@ -85,6 +95,33 @@ pub(super) fn redirect_error(
         state,
         &[("error", error), ("error_description", description)],
     )
+}
+
+/// The refusal of a malformed authorization request from a registered
+/// client, before anyone signed in. Back to a native client's redirect
+/// (a loopback address or an app's scheme: the person's own machine) it is
+/// a redirect with the error (OAuth 2.1 §4.1.2.1). A web site's is not
+/// redirected to: anyone may register a client, so a request made broken
+/// on purpose would make Loom's URL a bounce to any site (RFC 9700
+/// §4.11.2); the page shows the error and a link back instead.
+fn refuse_request(
+    o: &OAuth,
+    redirect_uri: &str,
+    state: Option<&str>,
+    error: &str,
+    description: &str,
+) -> Response {
+    let web = url::Url::parse(redirect_uri).is_ok_and(|u| u.scheme() == "https");
+    if !web {
+        return redirect_error(o, redirect_uri, state, error, description);
+    }
+    let link = client_location(
+        o,
+        redirect_uri,
+        state,
+        &[("error", error), ("error_description", description)],
+    );
+    pages::error_for_client(description, &redirect_host(redirect_uri), &link)
 }
 
 /// The host (or, for an app scheme, `scheme:`) a redirect URI goes to.
@@ -180,7 +217,7 @@ pub async fn start(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Re
     let params = match params {
         Ok(p) => p,
         Err(fault) => {
-            return redirect_error(
+            return refuse_request(
                 o,
                 &redirect_uri,
                 state.as_deref(),
@@ -190,7 +227,7 @@ pub async fn start(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Re
         }
     };
     let err = |error: &str, description: &str| {
-        redirect_error(o, &redirect_uri, state.as_deref(), error, description)
+        refuse_request(o, &redirect_uri, state.as_deref(), error, description)
     };
     if params.get("response_type").map(String::as_str) != Some("code") {
         return err("unsupported_response_type", "response_type must be code");

@@ -66,8 +66,9 @@ pub struct OAuth {
     pub resource_id: String,
     /// Where the protected-resource metadata of [`OAuth::resource_id`] is served.
     pub resource_metadata_url: String,
-    challenge_missing: &'static str,
-    challenge_invalid: &'static str,
+    /// The 401 challenges: `[resource][invalid_token]`, the resource
+    /// [`Protected::Mcp`] or [`Protected::Server`].
+    challenges: [[&'static str; 2]; 2],
     register_window: Mutex<(Instant, u32)>,
     secure_cookies: bool,
     /// The OpenID Connect provider sign-in is delegated to, if it is.
@@ -93,21 +94,30 @@ impl OAuth {
         let resource_metadata_url =
             format!("{issuer}/.well-known/oauth-protected-resource{MCP_PATH}");
         // Built once per server and kept for its life: the transports hand
-        // challenges around as `&'static str`.
-        let challenge_missing: &'static str = Box::leak(
-            format!("{CHALLENGE}, resource_metadata=\"{resource_metadata_url}\"").into_boxed_str(),
-        );
-        let challenge_invalid: &'static str = Box::leak(
-            format!("{CHALLENGE_INVALID}, resource_metadata=\"{resource_metadata_url}\"")
-                .into_boxed_str(),
-        );
+        // challenges around as `&'static str`. `/mcp` names its own
+        // metadata, the rest of the server the root one (`resource` = the
+        // issuer): a client checks that the metadata's `resource` is the URL
+        // it asked (RFC 9728 §3.3).
+        let root_metadata_url = format!("{issuer}/.well-known/oauth-protected-resource");
+        let leak = |challenge: &str, url: &str| -> &'static str {
+            Box::leak(format!("{challenge}, resource_metadata=\"{url}\"").into_boxed_str())
+        };
+        let challenges = [
+            [
+                leak(CHALLENGE, &resource_metadata_url),
+                leak(CHALLENGE_INVALID, &resource_metadata_url),
+            ],
+            [
+                leak(CHALLENGE, &root_metadata_url),
+                leak(CHALLENGE_INVALID, &root_metadata_url),
+            ],
+        ];
         Ok(Some(Arc::new(OAuth {
             secure_cookies: issuer.starts_with("https://"),
             issuer,
             resource_id,
             resource_metadata_url,
-            challenge_missing,
-            challenge_invalid,
+            challenges,
             register_window: Mutex::new((Instant::now(), 0)),
             oidc,
             signin_limit: signin_limit::SigninLimit::new(config),
@@ -140,15 +150,23 @@ impl OAuth {
     }
 }
 
+/// What a 401 was refused access to: the MCP endpoint, or the rest of the
+/// server (`/v1`), each with its protected-resource metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protected {
+    /// `/mcp`: `<issuer>/mcp`.
+    Mcp = 0,
+    /// The whole server: the issuer.
+    Server = 1,
+}
+
 /// The `WWW-Authenticate` value of a 401: `invalid_token` when a bearer was
 /// sent and refused, none when no bearer was sent. With OAuth on it also
-/// names the protected-resource metadata (`resource_metadata="…"`, RFC 9728
-/// §5.1), which is how an MCP client finds where to sign in. Both `/v1` and
-/// `/mcp` answer with it.
-pub fn challenge(app: &App, invalid_token: bool) -> &'static str {
+/// names the metadata of the resource refused (`resource_metadata="…"`,
+/// RFC 9728 §5.1), which is how a client finds where to sign in.
+pub fn challenge(app: &App, resource: Protected, invalid_token: bool) -> &'static str {
     match (&app.oauth, invalid_token) {
-        (Some(o), false) => o.challenge_missing,
-        (Some(o), true) => o.challenge_invalid,
+        (Some(o), invalid) => o.challenges[resource as usize][usize::from(invalid)],
         (None, false) => CHALLENGE,
         (None, true) => CHALLENGE_INVALID,
     }
@@ -191,6 +209,13 @@ pub fn check_config(config: &Config) -> Result<(), String> {
     }
     if !url.username().is_empty() || url.password().is_some() {
         return bad("a URL with credentials cannot be an issuer");
+    }
+    // Clients compare the issuer, and the resource built from it, byte for
+    // byte with the URLs they were given, which are normally written the
+    // canonical way; the `https` check of the cookies reads it too.
+    let canonical = url.as_str().trim_end_matches('/');
+    if canonical != issuer {
+        return bad(&format!("write it as {canonical}"));
     }
     let host = url.host_str().unwrap_or_default();
     if url.scheme() == "http" && !loopback_host(host) {
@@ -380,6 +405,31 @@ mod tests {
             form_pairs(b"a%00=1").unwrap_err().to_string(),
             "parameter a%00 holds a NUL character"
         );
+    }
+
+    #[test]
+    fn the_issuer_is_written_as_clients_compare_it() {
+        let with = |issuer: &str| {
+            let config = Config {
+                oauth_enabled: true,
+                oauth_issuer: Some(issuer.to_owned()),
+                ..Config::default()
+            };
+            check_config(&config)
+        };
+        assert_eq!(with("https://loom.example.com"), Ok(()));
+        assert_eq!(with("http://127.0.0.1:8080"), Ok(()));
+        for (written, canonical) in [
+            ("HTTPS://loom.example.com", "https://loom.example.com"),
+            ("https://Loom.Example.com", "https://loom.example.com"),
+            ("https://loom.example.com:443", "https://loom.example.com"),
+        ] {
+            let refused = with(written).unwrap_err();
+            assert!(
+                refused.ends_with(&format!("write it as {canonical}")),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

@@ -122,6 +122,21 @@ pub fn consent(a: &Asking<'_>, username: &str, request: &str, csrf: &str) -> Res
     page(StatusCode::OK, "Allow access to Loom?", &body)
 }
 
+/// The refusal of a web client's malformed request before sign-in: the
+/// error, and a link back to the client that carries it, which the person
+/// may follow (Loom does not send the browser there itself).
+pub fn error_for_client(message: &str, host: &str, link: &str) -> Response {
+    let body = format!(
+        "<h1>Sign-in cannot continue</h1><p class=\"error\">{}</p>\
+         <p>The application that sent you here made a request Loom cannot serve. \
+         <a href=\"{}\" rel=\"noreferrer\">Return to {}</a> to tell it so.</p>",
+        escape(message),
+        escape(link),
+        escape(host)
+    );
+    page(StatusCode::BAD_REQUEST, "Sign-in cannot continue", &body)
+}
+
 /// An error page: shown instead of redirecting when the client or redirect
 /// URI cannot be trusted, or when the sign-in cannot continue.
 pub fn error(status: StatusCode, message: &str) -> Response {

@@ -230,31 +230,57 @@ pub async fn register(
 
 /// Whether `sent` matches one of a client's registered redirect URIs:
 /// byte-for-byte, except that the port of an `http` loopback IP literal
-/// (127.0.0.1, [::1]) may differ (RFC 8252 §7.3).
+/// (127.0.0.1, [::1]) may differ (RFC 8252 §7.3). Compared as written, not
+/// as a URL parser would normalise them: `http://127.1/cb`,
+/// `HTTP://127.0.0.1/cb` and `http://127.0.0.1/x/../cb` are other strings
+/// (OAuth 2.1 §2.3.1, simple string comparison).
 pub fn redirect_matches(registered: &[String], sent: &str) -> bool {
     if registered.iter().any(|r| r == sent) {
         return true;
     }
-    let Ok(s) = url::Url::parse(sent) else {
+    let Some(sent) = LoopbackUri::split(sent) else {
         return false;
     };
-    let loopback_ip = |u: &url::Url| {
-        u.scheme() == "http" && matches!(u.host(), Some(url::Host::Ipv4(ip)) if ip.is_loopback())
-            || u.scheme() == "http"
-                && matches!(u.host(), Some(url::Host::Ipv6(ip)) if ip.is_loopback())
-    };
-    if !loopback_ip(&s) || sent.contains('#') {
-        return false;
+    registered
+        .iter()
+        .filter_map(|r| LoopbackUri::split(r))
+        .any(|r| r.host == sent.host && r.rest == sent.rest)
+}
+
+/// An `http` URI whose host is a loopback IP literal, as written: the host
+/// (brackets kept), and what follows the authority.
+struct LoopbackUri<'a> {
+    host: &'a str,
+    rest: &'a str,
+}
+
+impl<'a> LoopbackUri<'a> {
+    fn split(uri: &'a str) -> Option<LoopbackUri<'a>> {
+        let after = uri.strip_prefix("http://")?;
+        if uri.contains('#') {
+            return None;
+        }
+        let end = after.find(['/', '?']).unwrap_or(after.len());
+        let (authority, rest) = after.split_at(end);
+        // The host, and a port of digits (or none) after the last colon
+        // outside an IPv6 literal's brackets.
+        let (host, port) = match authority.rfind(':') {
+            Some(i) if !authority[i..].contains(']') => (&authority[..i], &authority[i + 1..]),
+            _ => (authority, ""),
+        };
+        if !port.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let literal = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        // std's parser takes only the dotted-quad and IPv6 forms, none of
+        // the shorthand (127.1, 0x7f.1) a URL parser would rewrite.
+        let ip: std::net::IpAddr = literal.parse().ok()?;
+        let bracketed = host.starts_with('[');
+        (ip.is_loopback() && bracketed == ip.is_ipv6()).then_some(LoopbackUri { host, rest })
     }
-    registered.iter().any(|r| {
-        url::Url::parse(r).is_ok_and(|mut r| {
-            let mut s = s.clone();
-            loopback_ip(&r)
-                && r.set_port(None).is_ok()
-                && s.set_port(None).is_ok()
-                && r.as_str() == s.as_str()
-        })
-    })
 }
 
 #[cfg(test)]
@@ -303,5 +329,22 @@ mod tests {
         assert!(!redirect_matches(&reg, "https://app.example.com/cb/"));
         assert!(!redirect_matches(&reg, "https://app.example.com:444/cb"));
         assert!(!redirect_matches(&reg, "https://app.example.com/CB"));
+        // Written otherwise, though a URL parser would read them as the same.
+        for other in [
+            "http://127.1:4444/cb",
+            "http://0x7f.1/cb",
+            "http://2130706433/cb",
+            "HTTP://127.0.0.1:4444/cb",
+            "http://127.0.0.1:4444/x/../cb",
+            "http://127.0.0.1:4444/%63b",
+            "http://127.0.0.1:+4444/cb",
+            "http://127.0.0.1:4444/cb#",
+        ] {
+            assert!(!redirect_matches(&reg, other), "{other}");
+        }
+        let v6 = vec!["http://[::1]/cb".to_owned()];
+        assert!(redirect_matches(&v6, "http://[::1]:8080/cb"));
+        assert!(!redirect_matches(&v6, "http://[0:0:0:0:0:0:0:1]:8080/cb"));
+        assert!(!redirect_matches(&v6, "http://[::1]:8080/cb?x=1"));
     }
 }

@@ -15,34 +15,47 @@ pub const CHALLENGE: &str = "Bearer realm=\"loom\"";
 /// The challenge on a 401 when the bearer sent is not valid.
 pub const CHALLENGE_INVALID: &str = "Bearer realm=\"loom\", error=\"invalid_token\"";
 
-/// A refused authentication: the error, and for a 401 the
-/// `WWW-Authenticate` value the transport must send with it.
+/// A refused authentication: the error, and for a 401 whether the
+/// `WWW-Authenticate` challenge the transport sends ([`AuthRefusal::challenge`])
+/// says `invalid_token`.
 #[derive(Debug)]
 pub struct AuthRefusal {
     /// UNAUTHENTICATED (401) or NOT_READY (503, with a wait).
     pub error: LoomError,
-    /// The `WWW-Authenticate` header value, on a 401.
-    pub challenge: Option<&'static str>,
+    /// On a 401: whether a bearer was sent and refused.
+    invalid_token: Option<bool>,
 }
 
-fn missing(app: &App) -> AuthRefusal {
+impl AuthRefusal {
+    /// The `WWW-Authenticate` value to send with a 401 from `resource`.
+    pub fn challenge(&self, app: &App, resource: crate::oauth::Protected) -> Option<&'static str> {
+        self.invalid_token
+            .map(|invalid| crate::oauth::challenge(app, resource, invalid))
+    }
+}
+
+fn missing() -> AuthRefusal {
     AuthRefusal {
         error: LoomError::new(
             ErrorCode::Unauthenticated,
             "a bearer token is required (Authorization: Bearer <token>)",
         ),
-        challenge: Some(crate::oauth::challenge(app, false)),
+        invalid_token: Some(false),
     }
 }
 
-fn invalid(app: &App, why: &str) -> AuthRefusal {
+fn invalid(why: &str) -> AuthRefusal {
+    refused(
+        why,
+        "the bearer token is not valid (expired, revoked or not issued by this server)",
+    )
+}
+
+fn refused(why: &str, message: &str) -> AuthRefusal {
     tracing::info!(reason = why, "bearer token refused");
     AuthRefusal {
-        error: LoomError::new(
-            ErrorCode::Unauthenticated,
-            "the bearer token is not valid (expired, revoked or not issued by this server)",
-        ),
-        challenge: Some(crate::oauth::challenge(app, true)),
+        error: LoomError::new(ErrorCode::Unauthenticated, message),
+        invalid_token: Some(true),
     }
 }
 
@@ -58,7 +71,10 @@ pub fn authenticate(
     let mut values = headers.get_all(axum::http::header::AUTHORIZATION).iter();
     let first = values.next();
     if values.next().is_some() && app.config.auth_required {
-        return Err(invalid(app, "more than one Authorization header"));
+        return Err(refused(
+            "more than one Authorization header",
+            "the request carries more than one Authorization header; send one bearer token",
+        ));
     }
     check_bearer(app, first.map(axum::http::HeaderValue::as_bytes))
 }
@@ -83,21 +99,21 @@ pub fn check_bearer(
         return Ok(None);
     }
     let Some(raw) = authorization else {
-        return Err(missing(app));
+        return Err(missing());
     };
     let Ok(value) = std::str::from_utf8(raw) else {
-        return Err(invalid(app, "header is not UTF-8"));
+        return Err(invalid("header is not UTF-8"));
     };
     let value = value.trim();
     let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
     if !scheme.eq_ignore_ascii_case("bearer") {
-        return Err(missing(app));
+        return Err(missing());
     }
     let token = token.trim();
     if token.is_empty() {
-        return Err(invalid(app, "empty bearer"));
+        return Err(invalid("empty bearer"));
     }
-    let claims = app.keys.verify(token).map_err(|e| invalid(app, &e.0))?;
+    let claims = app.keys.verify(token).map_err(|e| invalid(&e.0))?;
     match app.revocations.is_revoked(&claims.jti) {
         None => {
             return Err(AuthRefusal {
@@ -106,10 +122,10 @@ pub fn check_bearer(
                     "the server is starting: credentials cannot be checked yet",
                 )
                 .with_retry_after(Duration::from_secs(1)),
-                challenge: None,
+                invalid_token: None,
             });
         }
-        Some(true) => return Err(invalid(app, "revoked jti")),
+        Some(true) => return Err(invalid("revoked jti")),
         Some(false) => {}
     }
     let platform_admin = claims.platform_admin || app.config.platform_admins.contains(&claims.sub);

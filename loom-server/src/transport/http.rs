@@ -241,7 +241,10 @@ async fn call_op(
 ) -> Response {
     let caller = match pipeline::authenticate(&app, &headers) {
         Ok(caller) => caller,
-        Err(refusal) => return error_response(&refusal.error, refusal.challenge),
+        Err(refusal) => {
+            let challenge = refusal.challenge(&app, crate::oauth::Protected::Server);
+            return error_response(&refusal.error, challenge);
+        }
     };
     let Some(op) = app.registry.get(&name) else {
         let suggestions: Vec<&str> = app.registry.suggest(&name, 3);

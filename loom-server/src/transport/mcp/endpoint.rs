@@ -274,7 +274,7 @@ fn needs_bearer(mode: AuthMode, method: &str) -> bool {
     }
 }
 
-fn auth_refusal_response(refusal: pipeline::AuthRefusal) -> Response {
+fn auth_refusal_response(app: &App, refusal: pipeline::AuthRefusal) -> Response {
     let status = StatusCode::from_u16(refusal.error.status()).unwrap_or(StatusCode::UNAUTHORIZED);
     let mut data = refusal.error.body();
     data.remove("message");
@@ -290,7 +290,7 @@ fn auth_refusal_response(refusal: pipeline::AuthRefusal) -> Response {
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
-    if let Some(challenge) = refusal.challenge {
+    if let Some(challenge) = refusal.challenge(app, crate::oauth::Protected::Mcp) {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             HeaderValue::from_static(challenge),
@@ -311,7 +311,7 @@ fn authenticate(
     }
     match pipeline::authenticate(&mcp.app, headers) {
         Ok(caller) => Ok((caller, true)),
-        Err(refusal) if required => Err(Box::new(auth_refusal_response(refusal))),
+        Err(refusal) if required => Err(Box::new(auth_refusal_response(&mcp.app, refusal))),
         // An open method (or open mode): an absent or invalid bearer is ignored.
         Err(_) if mode == AuthMode::Open => Ok((None, true)),
         Err(_) => Ok((None, false)),
