@@ -43,6 +43,11 @@ enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// Creates and lists namespaces (and the orgs that hold them).
+    Namespace {
+        #[command(subcommand)]
+        command: NamespaceCommand,
+    },
     /// Writes the action schema a policy gateway governs Loom's tools with.
     ExportActions {
         /// `json`: the MCP tools/list manifest plus a `loom` block per tool;
@@ -123,6 +128,35 @@ enum UserCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum NamespaceCommand {
+    /// Creates a namespace, and its org when the org is new. One that
+    /// exists already is left as it is (exit 0 when it has the kind and
+    /// restriction asked, else 1).
+    Add {
+        /// The org.
+        org: String,
+        /// The namespace.
+        namespace: String,
+        /// personal, memory, collection, code or tracker.
+        #[arg(long, default_value = "memory")]
+        kind: String,
+        /// Refuses every other org, platform admins included.
+        #[arg(long)]
+        restricted: bool,
+        /// What it holds, in words (`namespace.get` shows it).
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// Lists namespaces: org, namespace, kind, and `restricted` for those
+    /// that are.
+    List {
+        /// Only this org's.
+        #[arg(long)]
+        org: Option<String>,
+    },
+}
+
 /// The lifetime of a minted token when `--ttl` is not given: 30 days.
 pub const DEFAULT_TTL_SECS: u64 = 30 * 24 * 3600;
 
@@ -194,6 +228,25 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::User {
             command: UserCommand::Disable { username },
         } => with_runtime(user_disable(username)),
+        Command::Namespace {
+            command:
+                NamespaceCommand::Add {
+                    org,
+                    namespace,
+                    kind,
+                    restricted,
+                    description,
+                },
+        } => with_runtime(namespace_add(loom_ops::store::NewNamespace {
+            org: &org,
+            namespace: &namespace,
+            kind: &kind,
+            restricted,
+            description: &description,
+        })),
+        Command::Namespace {
+            command: NamespaceCommand::List { org },
+        } => with_runtime(namespace_list(org)),
     }
 }
 
@@ -337,10 +390,41 @@ async fn mint(spec: MintSpec) -> Result<(), String> {
     }
     let store = open_store(&config).await?;
     let keys = JwtKeys::load(&store, &config).await;
+    let unknown = unknown_namespaces(&store, &spec).await;
     store.close().await;
     let (token, _claims) = keys?.mint(spec)?;
+    // Minted all the same (the namespace may be created after), but a
+    // call there would be refused until it is.
+    for (org, namespace) in unknown {
+        eprintln!(
+            "loom: note: org {org} has no namespace {namespace} yet; create it with: loom namespace add {org} {namespace}"
+        );
+    }
     println!("{token}");
     Ok(())
+}
+
+/// The namespaces a token would name (its default `default` when it names
+/// none) that do not exist in its org; none for an org-wide token.
+async fn unknown_namespaces(store: &Store, spec: &MintSpec) -> Vec<(String, String)> {
+    // A fresh store gets its default org and namespace here, as on `serve`.
+    if spec.org == "*" || store.ensure_default_org().await.is_err() {
+        return Vec::new();
+    }
+    let Ok(existing) = store.namespaces(Some(&spec.org)).await else {
+        return Vec::new();
+    };
+    let default = [crate::pipeline::identity::DEFAULT_NAMESPACE.to_owned()];
+    let named = if spec.namespaces.is_empty() {
+        &default[..]
+    } else {
+        &spec.namespaces[..]
+    };
+    named
+        .iter()
+        .filter(|n| *n != "*" && !existing.iter().any(|(_, e, _, _)| e == *n))
+        .map(|n| (spec.org.clone(), n.clone()))
+        .collect()
 }
 
 async fn revoke(jti: String) -> Result<(), String> {
@@ -444,6 +528,81 @@ async fn user_disable(username: String) -> Result<(), String> {
         Ok(true) => println!("loom: disabled {username}; its OAuth tokens are revoked"),
         Ok(false) => return Err(format!("user disable: there is no user {username:?}")),
         Err(e) => return Err(e.internal_message().unwrap_or(e.message()).to_owned()),
+    }
+    Ok(())
+}
+
+/// A name an org or namespace may have: what a call may name (at most 256
+/// bytes, no control characters), not empty or blank, and not `*`, which a
+/// token uses for "every one".
+fn valid_scope_name(name: &str) -> bool {
+    !name.trim().is_empty()
+        && name.len() <= 256
+        && name != "*"
+        && !name.chars().any(char::is_control)
+}
+
+async fn namespace_add(ns: loom_ops::store::NewNamespace<'_>) -> Result<(), String> {
+    use loom_ops::namespace::KINDS;
+    use loom_ops::store::NamespaceCreated;
+    for (what, name) in [("org", ns.org), ("namespace", ns.namespace)] {
+        if !valid_scope_name(name) {
+            return Err(format!(
+                "namespace add: the {what} {name:?} is not a name: 1 to 256 bytes, no control characters, not blank or *"
+            ));
+        }
+    }
+    if !KINDS.contains(&ns.kind) {
+        return Err(format!(
+            "namespace add: --kind {:?} is none of {}",
+            ns.kind,
+            KINDS.join(", ")
+        ));
+    }
+    let config = Config::from_env()?;
+    let store = open_store(&config).await?;
+    let created = async {
+        store.ensure_default_org().await?;
+        store.create_namespace(&ns).await
+    }
+    .await;
+    store.close().await;
+    let (org, namespace) = (ns.org, ns.namespace);
+    match created.map_err(|e| e.internal_message().unwrap_or(e.message()).to_owned())? {
+        NamespaceCreated::Created => {
+            println!(
+                "loom: created namespace {namespace} in org {org} ({})",
+                ns.kind
+            );
+            Ok(())
+        }
+        NamespaceCreated::Existed { kind, restricted }
+            if kind == ns.kind && restricted == ns.restricted =>
+        {
+            println!("loom: namespace {namespace} in org {org} exists already ({kind})");
+            Ok(())
+        }
+        NamespaceCreated::Existed { kind, restricted } => Err(format!(
+            "namespace add: namespace {namespace} in org {org} exists already as {kind}{}; it was left as it is",
+            if restricted { ", restricted" } else { "" }
+        )),
+    }
+}
+
+async fn namespace_list(org: Option<String>) -> Result<(), String> {
+    let config = Config::from_env()?;
+    let store = open_store(&config).await?;
+    let listed = async {
+        store.ensure_default_org().await?;
+        store.namespaces(org.as_deref()).await
+    }
+    .await;
+    store.close().await;
+    for (org, namespace, kind, restricted) in
+        listed.map_err(|e| e.internal_message().unwrap_or(e.message()).to_owned())?
+    {
+        let restricted = if restricted { "\trestricted" } else { "" };
+        println!("{org}\t{namespace}\t{kind}{restricted}");
     }
     Ok(())
 }

@@ -457,3 +457,122 @@ async fn user_add_stores_a_hash_and_user_disable_disables() {
     store.close().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// An operator creates an org's namespace, mints a token for it, and a
+/// server on the same store takes the token's writes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_add_creates_what_a_token_acts_in() {
+    loom_ops::link();
+    let (url, dir) = testing::sqlite_url();
+    let run = |args: &[&str]| user_cmd(&url, args, "");
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+
+    // Minted before the namespace exists: the token, and a note saying so.
+    let mint = [
+        "token",
+        "mint",
+        "--org",
+        "acme",
+        "--subject",
+        "ana",
+        "--role",
+        "writer",
+        "--namespace",
+        "proj",
+    ];
+    let early = run(&mint);
+    assert!(early.status.success(), "{}", text(&early.stderr));
+    assert_eq!(text(&early.stdout).lines().count(), 1);
+    assert!(
+        text(&early.stderr).contains("loom namespace add acme proj"),
+        "{}",
+        text(&early.stderr)
+    );
+
+    let add = [
+        "namespace",
+        "add",
+        "acme",
+        "proj",
+        "--kind",
+        "collection",
+        "--description",
+        "the project",
+    ];
+    let out = run(&add);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("created namespace proj in org acme"));
+    // Again: left as it is; asked as another kind: refused, still left.
+    let again = run(&add);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(text(&again.stdout).contains("exists already"));
+    let other = run(&["namespace", "add", "acme", "proj", "--kind", "memory"]);
+    assert_eq!(other.status.code(), Some(1));
+    assert!(
+        text(&other.stderr).contains("exists already as collection"),
+        "{}",
+        text(&other.stderr)
+    );
+    for bad in [
+        &["namespace", "add", "acme", "x", "--kind", "folder"][..],
+        &["namespace", "add", "acme", "*"],
+        &["namespace", "add", " ", "x"],
+    ] {
+        let out = run(bad);
+        assert_eq!(out.status.code(), Some(1), "{bad:?}: {}", text(&out.stdout));
+    }
+    let list = run(&["namespace", "list", "--org", "acme"]);
+    assert_eq!(text(&list.stdout), "acme\tproj\tcollection\n");
+    let all = text(&run(&["namespace", "list"]).stdout);
+    assert!(all.contains("default\tdefault\tmemory\n"), "{all}");
+
+    let late = run(&mint);
+    assert!(late.status.success());
+    assert_eq!(text(&late.stderr), "", "no note once it exists");
+    let token = text(&late.stdout).trim().to_owned();
+    let server = loom_server::spawn(Config {
+        port: 0,
+        database_url: url.clone(),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    server
+        .app
+        .revocations
+        .refresh(&server.app.store)
+        .await
+        .unwrap();
+    let client = reqwest::Client::new();
+    let call = |op: &str, body: serde_json::Value| {
+        client
+            .post(format!("{}/v1/{op}", server.url()))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+    };
+    let set = call(
+        "memory.set",
+        serde_json::json!({"memory_key": "k", "content": "c"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(set.status(), 200, "{}", set.text().await.unwrap());
+    let got: serde_json::Value = call("namespace.get", serde_json::json!({}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&got["namespace"], &got["kind"], &got["description"]),
+        (
+            &serde_json::json!("proj"),
+            &serde_json::json!("collection"),
+            &serde_json::json!("the project")
+        ),
+        "{got}"
+    );
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

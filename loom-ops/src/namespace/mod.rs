@@ -52,8 +52,8 @@ async fn list(cx: &OpCx, input: NamespaceList) -> OpResult<NamespacePage> {
     page(cx, input, None).await
 }
 
-/// The kinds of namespace.
-const KINDS: &[&str] = &["personal", "memory", "collection", "code", "tracker"];
+/// The kinds a namespace may have.
+pub const KINDS: &[&str] = &["personal", "memory", "collection", "code", "tracker"];
 
 async fn page(
     cx: &OpCx,

@@ -78,6 +78,75 @@ impl Store {
         Ok(value)
     }
 
+    /// Creates a namespace, and its org when the org is new: `Created`, or
+    /// the kind and restriction of the namespace already there, which is
+    /// left as it is. The caller checked the names and the kind.
+    pub async fn create_namespace(&self, ns: &NewNamespace<'_>) -> OpResult<NamespaceCreated> {
+        let mut tx = self.writer().begin().await.map_err(db_error)?;
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO orgs (org, created_ms) VALUES ($1, $2) ON CONFLICT (org) DO NOTHING",
+        )
+        .bind(ns.org)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        let inserted = sqlx::query(
+            "INSERT INTO namespaces (org, namespace, kind, restricted, description, created_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (org, namespace) DO NOTHING",
+        )
+        .bind(ns.org)
+        .bind(ns.namespace)
+        .bind(ns.kind)
+        .bind(ns.restricted)
+        .bind(ns.description)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?
+        .rows_affected();
+        let answer = if inserted == 1 {
+            NamespaceCreated::Created
+        } else {
+            let (kind, restricted): (String, i64) = sqlx::query_as(
+                "SELECT kind, CAST(CASE WHEN restricted THEN 1 ELSE 0 END AS BIGINT) \
+                 FROM namespaces WHERE org = $1 AND namespace = $2",
+            )
+            .bind(ns.org)
+            .bind(ns.namespace)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            NamespaceCreated::Existed {
+                kind,
+                restricted: restricted != 0,
+            }
+        };
+        tx.commit().await.map_err(db_error)?;
+        Ok(answer)
+    }
+
+    /// The namespaces of `org` (every org's when `None`), by org and name:
+    /// org, namespace, kind, restricted.
+    pub async fn namespaces(
+        &self,
+        org: Option<&str>,
+    ) -> OpResult<Vec<(String, String, String, bool)>> {
+        let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
+            "SELECT org, namespace, kind, CAST(CASE WHEN restricted THEN 1 ELSE 0 END AS BIGINT) \
+             FROM namespaces WHERE $1 = '' OR org = $1 ORDER BY org, namespace",
+        )
+        .bind(org.unwrap_or(""))
+        .fetch_all(self.reader())
+        .await
+        .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(org, namespace, kind, restricted)| (org, namespace, kind, restricted != 0))
+            .collect())
+    }
+
     /// On a store with no org, creates org `default` with namespace
     /// `default`; returns whether it did.
     pub async fn ensure_default_org(&self) -> OpResult<bool> {
@@ -457,4 +526,33 @@ async fn claim(
             body,
         }
     }))
+}
+
+/// A namespace to create ([`Store::create_namespace`]).
+#[derive(Clone, Copy, Debug)]
+pub struct NewNamespace<'a> {
+    /// Its org (created with it when new).
+    pub org: &'a str,
+    /// Its name.
+    pub namespace: &'a str,
+    /// personal, memory, collection, code or tracker.
+    pub kind: &'a str,
+    /// Whether it refuses every other org, platform admins included.
+    pub restricted: bool,
+    /// What it holds, in words.
+    pub description: &'a str,
+}
+
+/// What [`Store::create_namespace`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NamespaceCreated {
+    /// It is new.
+    Created,
+    /// It was there already, with this kind and restriction.
+    Existed {
+        /// Its kind.
+        kind: String,
+        /// Whether it is restricted.
+        restricted: bool,
+    },
 }

@@ -54,7 +54,9 @@ pub use batch::{BatchSink, BatchWriter, LINGER, Ledger};
 pub(crate) use bind::{Bind, Values};
 pub use error::db_error;
 pub use full_text::{FullTextState, FullTextWatch, Merged};
-pub use gates::{GrantRow, IdemBegin, NamespaceAccess, SIGNING_KEY_SETTING};
+pub use gates::{
+    GrantRow, IdemBegin, NamespaceAccess, NamespaceCreated, NewNamespace, SIGNING_KEY_SETTING,
+};
 pub use inline::{all_rows, first_row};
 pub(crate) use multirow::{execute_chunked, execute_chunked_direct};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
