@@ -501,6 +501,7 @@ async fn without_the_access_cache_a_grant_written_elsewhere_applies_at_once() {
 async fn roles_namespaces_and_grants() {
     for t in servers(|_| {}).await {
         let n = t.name();
+        t.create_namespace("acme", "team").await;
         let admin = t.token("acme", "boss", Role::Admin, &["team"]);
         let viewer = t.token("acme", "ana", Role::Viewer, &["team"]);
 
@@ -545,6 +546,15 @@ async fn roles_namespaces_and_grants() {
         let a = t.post("grants.set", Some(&org_admin), grant.clone()).await;
         assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", n);
         assert_eq!(t.count("SELECT COUNT(*) FROM grants").await, 0, "{n}");
+        // …and has no grants to list either.
+        let a = t
+            .post(
+                "grants.list",
+                Some(&org_admin),
+                json!({"namespace": "secret"}),
+            )
+            .await;
+        assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", n);
         let a = t
             .post(
                 "grants.set",
@@ -612,6 +622,7 @@ async fn roles_namespaces_and_grants() {
 async fn a_token_from_one_org_is_refused_in_another() {
     for t in servers(|c| c.platform_admins = vec!["operator".into()]).await {
         let n = t.name();
+        t.create_namespace("globex", "default").await;
         let acme = t.token("acme", "ana", Role::Admin, &[]);
         let a = t
             .post("grants.list", Some(&acme), json!({"org": "globex"}))
@@ -926,6 +937,7 @@ async fn rate_limits_are_per_caller_and_class_with_retry_after() {
 async fn every_call_lands_in_the_ledger() {
     for t in servers(|_| {}).await {
         let n = t.name();
+        t.create_namespace("acme", "team").await;
         let token = t.token("acme", "ana", Role::Viewer, &["team"]);
         assert_eq!(
             t.post("ops.capabilities", Some(&token), json!({}))

@@ -329,6 +329,8 @@ async fn assistant_reads_span_agents_and_single_writer_reads_need_the_writer() {
         ] {
             assert!(props(&listed, tool)["agent"].is_object(), "{tool}");
         }
+        // Who holds a grant is one of its reads (the spec's assistant roster).
+        assert!(props(&listed, "loom_grants_list").is_object());
         // It lists no loom_search: its descriptions, on every profile,
         // point at the memory search it has instead.
         for query in ["", "&schema_profile=full", "&schema_profile=compact"] {

@@ -49,9 +49,11 @@ pub struct GrantsList {
 
 /// Lists who holds a grant on the namespace and with which role. Tokens
 /// that name the namespace need no grant; grants give other subjects access.
-#[loom_op(role = "viewer", idempotent)]
+#[loom_op(role = "viewer", idempotent, toolsets(assistant))]
 async fn list(cx: &OpCx, _input: GrantsListInput) -> OpResult<GrantsList> {
     let store = cx.service::<Store>()?;
+    // As grants.set: a namespace that does not exist has no grants to list.
+    crate::scope::require_namespace_in(store, cx).await?;
     let rows = store.grants(&cx.scope.org, &cx.scope.namespace).await?;
     Ok(GrantsList {
         org: cx.scope.org.clone(),
