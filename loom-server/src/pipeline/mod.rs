@@ -265,6 +265,7 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
 
 async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, LoomError> {
     let op = req.op;
+    let started = Instant::now();
     // 2. identity defaults
     let known;
     (cx.scope, known) = scope(
@@ -329,10 +330,14 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
             let ttl_ms = i64::try_from(app.config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
             let stale_ms =
                 i64::try_from(idempotency::STALE_IN_FLIGHT.as_millis()).unwrap_or(i64::MAX);
-            match app
-                .store
-                .idempotency_begin(principal(cx), key, &op.name, &hash, ttl_ms, stale_ms)
-                .await?
+            // The claim is a write: with the store locked by another
+            // program it waits, within the op's budget as the op would.
+            let begin =
+                app.store
+                    .idempotency_begin(principal(cx), key, &op.name, &hash, ttl_ms, stale_ms);
+            match tokio::time::timeout(op.budget, begin)
+                .await
+                .map_err(|_| over_budget(op))??
             {
                 IdemBegin::Owned => Some(key.as_str()),
                 IdemBegin::Replay { status, body } => {
@@ -362,21 +367,35 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
         .unwrap_or_else(|| Err(cancelled(op)));
     if let Some(key) = claimed {
         // An output that cannot be written is answered as a fault by the
-        // transport: the key is released, as for any failed call.
-        let stored = match result.as_ref().map(Output::json) {
-            Ok(Ok(body)) => {
-                app.store
-                    .idempotency_finish(principal(cx), key, 200, &body)
-                    .await
-            }
-            _ => app.store.idempotency_release(principal(cx), key).await,
+        // transport: the key is released, as for any failed call. The
+        // answer waits for this write while the budget lasts, then it is
+        // left to finish on its own (a retry meanwhile finds the key in
+        // flight, and is told to retry).
+        let store = app.store.clone();
+        let (org, subject, key) = (
+            cx.scope.org.clone(),
+            cx.caller.subject.clone(),
+            key.to_owned(),
+        );
+        let body = match result.as_ref().map(Output::json) {
+            Ok(Ok(body)) => Some(body),
+            _ => None,
         };
-        if let Err(e) = stored {
-            tracing::error!(
-                cause = e.internal_message().unwrap_or(""),
-                "idempotency key not updated"
-            );
-        }
+        let write = app.calls.spawn(async move {
+            let principal = (org.as_str(), subject.as_str());
+            let stored = match body {
+                Some(body) => store.idempotency_finish(principal, &key, 200, &body).await,
+                None => store.idempotency_release(principal, &key).await,
+            };
+            if let Err(e) = stored {
+                tracing::error!(
+                    cause = e.internal_message().unwrap_or(""),
+                    "idempotency key not updated"
+                );
+            }
+        });
+        let wait = op.budget.saturating_sub(started.elapsed());
+        let _ = tokio::time::timeout(wait, write).await;
     }
     result.map(|value| Answer {
         value,
@@ -488,6 +507,19 @@ fn cancelled(op: &Op) -> LoomError {
     )
 }
 
+/// The refusal of a call whose store did not answer within the op's budget.
+fn over_budget(op: &Op) -> LoomError {
+    LoomError::new(
+        ErrorCode::BackendTimeout,
+        format!(
+            "{} did not finish within its {} ms budget",
+            op.name,
+            op.budget.as_millis()
+        ),
+    )
+    .with_retry_after(std::time::Duration::from_secs(1))
+}
+
 async fn validate_and_run(cx: &OpCx, op: &'static Op, args: Value) -> Result<Output, LoomError> {
     // 6. arguments. The server-filled keys an op does not declare were
     // read for identity (step 2) and are accepted by name; the op never
@@ -495,16 +527,7 @@ async fn validate_and_run(cx: &OpCx, op: &'static Op, args: Value) -> Result<Out
     // declared (10.0) is that integer: JSON Schema counts it as one.
     let args = op.validator().accept(&op.name, args, !op.read_only())?;
     // 7. the handler, under its latency budget
-    match tokio::time::timeout(op.budget, (op.meta.call)(cx, args)).await {
-        Ok(result) => result,
-        Err(_) => Err(LoomError::new(
-            ErrorCode::BackendTimeout,
-            format!(
-                "{} did not finish within its {} ms budget",
-                op.name,
-                op.budget.as_millis()
-            ),
-        )
-        .with_retry_after(std::time::Duration::from_secs(1))),
-    }
+    tokio::time::timeout(op.budget, (op.meta.call)(cx, args))
+        .await
+        .unwrap_or_else(|_| Err(over_budget(op)))
 }
