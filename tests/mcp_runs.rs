@@ -279,6 +279,19 @@ async fn a_session_run_is_begun_carried_and_closed_on_delete() {
         assert_eq!(open[0]["status"], "open");
         assert_eq!(open[0]["session_id"].as_str(), c.session.as_deref());
         assert_eq!(open[0]["agent"], "cursor");
+        // run.complete ends runs begun with run.begin, not the session's
+        // (its next call would carry it still)
+        let refused = t
+            .post("run.complete", Some(&token), json!({"run_id": run_id}))
+            .await;
+        assert_eq!(
+            (refused.status, refused.body["error"]["code"].as_str()),
+            (422, Some("INVALID_ARGUMENTS")),
+            "{}: {}",
+            t.name(),
+            refused.text
+        );
+        assert_eq!(runs(&c).await[0]["status"], "open");
         // the write carries it and shows it when read
         let got = c.call("loom_memory_get", json!({"memory_key": "a"})).await;
         assert_eq!(got["structuredContent"]["run_id"], run_id.as_str());

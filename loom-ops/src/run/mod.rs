@@ -74,6 +74,21 @@ async fn complete(cx: &OpCx, input: RunComplete) -> OpResult<Run> {
     let store = cx.service::<Store>()?;
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
+    // A session's implicit run lives as long as the session: its next
+    // call would still carry the run ended here.
+    if let Some(run) = store::get(tx.conn(), cx, &input.run_id).await?
+        && run.session_id.is_some()
+        && run.status == "open"
+    {
+        tx.rollback().await?;
+        return Err(validate::invalid(
+            "run_id",
+            format!(
+                "run {:?} is an MCP session's implicit run: it ends with its session (DELETE /mcp) or when idle; run.complete ends runs begun with run.begin",
+                input.run_id
+            ),
+        ));
+    }
     let changed = store::close(
         tx.conn(),
         cx,
