@@ -638,6 +638,24 @@ async fn every_invalid_arguments_refusal_has_the_documented_parts() {
             0,
             "nothing written"
         );
+        // An op that is not idempotent is refused a key as over HTTP,
+        // saying so, not as an unknown argument; it runs nothing.
+        let r = c
+            .call(
+                "loom_op",
+                json!({"op": "run.begin", "arguments": {"run_id": "r1", "_idempotency_key": "k"}}),
+            )
+            .await;
+        assert_eq!(r["structuredContent"]["code"], "BAD_REQUEST", "{r}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("run.begin is not idempotent"), "{text}");
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM runs WHERE run_id = 'r1'")
+                .await,
+            0,
+            "{}",
+            t.name()
+        );
         t.server.shutdown().await;
     }
 }

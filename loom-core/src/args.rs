@@ -194,7 +194,7 @@ impl Validator {
         let mut errors = Vec::new();
         if let Some(compiled) = &self.compiled {
             for e in compiled.iter_errors(args) {
-                if let Some(msg) = field_error(&e) {
+                if let Some(msg) = field_error(&self.schema, &e) {
                     errors.push(msg);
                 }
             }
@@ -322,9 +322,21 @@ pub fn type_name(v: &Value) -> &'static str {
 
 /// One line per field error, pydantic-style (`memory_key: Field required [missing]`).
 /// `None` for unknown-key errors, which are reported with suggestions instead.
-fn field_error(e: &jsonschema::ValidationError<'_>) -> Option<String> {
+fn field_error(schema: &Value, e: &jsonschema::ValidationError<'_>) -> Option<String> {
     use jsonschema::error::ValidationErrorKind as K;
     let path = pointer_to_dotted(&e.instance_path().to_string());
+    if let K::OneOfNotValid { .. } | K::AnyOf { .. } | K::Enum { .. } | K::Constant { .. } =
+        e.kind()
+        && let Some(choices) = choices_at(schema, &e.schema_path().to_string())
+    {
+        let named: Vec<String> = choices.iter().map(Value::to_string).collect();
+        return Some(format!(
+            "{}: Input should be one of {} [enum], got {}",
+            at(&path),
+            named.join(", "),
+            e.instance()
+        ));
+    }
     Some(match e.kind() {
         K::AdditionalProperties { .. } | K::UnevaluatedProperties { .. } => return None,
         K::Required { property } => {
@@ -342,6 +354,39 @@ fn field_error(e: &jsonschema::ValidationError<'_>) -> Option<String> {
         ),
         _ => format!("{}: {e}", at(&path)),
     })
+}
+
+/// The values a choice allows, when the schema at `keyword_path` (a
+/// `oneOf`, `anyOf`, `enum` or `const`) is one of fixed values (a `null`
+/// alternative aside), as a Rust enum's is: what a refusal names.
+fn choices_at(schema: &Value, keyword_path: &str) -> Option<Vec<Value>> {
+    if keyword_path.contains("$ref") {
+        return None;
+    }
+    let parent = &keyword_path[..keyword_path.rfind('/')?];
+    let values = fixed_values(schema.pointer(parent)?)?;
+    (!values.is_empty()).then_some(values)
+}
+
+fn fixed_values(s: &Value) -> Option<Vec<Value>> {
+    if let Some(v) = s.get("const") {
+        return Some(vec![v.clone()]);
+    }
+    if let Some(Value::Array(e)) = s.get("enum") {
+        return Some(e.iter().filter(|v| !v.is_null()).cloned().collect());
+    }
+    let alternatives = s
+        .get("oneOf")
+        .or_else(|| s.get("anyOf"))
+        .and_then(Value::as_array)?;
+    let mut out = Vec::new();
+    for alt in alternatives {
+        if alt.get("type").is_some_and(|t| t == "null") {
+            continue;
+        }
+        out.extend(fixed_values(alt)?);
+    }
+    Some(out)
 }
 
 fn expected_type(e: &jsonschema::ValidationError<'_>) -> String {
@@ -661,6 +706,10 @@ pub fn placeholder(name: &str, s: &Value) -> Value {
     {
         return first.clone();
     }
+    // A choice of fixed values (a Rust enum's `oneOf` of consts): its first.
+    if let Some(first) = fixed_values(s).and_then(|v| v.into_iter().next()) {
+        return first;
+    }
     if s.get("properties").is_some() {
         return corrected(s, &json!({}));
     }
@@ -710,17 +759,27 @@ fn corrected(schema: &Value, args: &Value) -> Value {
             };
             let Some(target) = target else { continue };
             let sub = &obj["properties"][target];
-            let valid = jsonschema::draft202012::new(sub)
-                .map(|c| c.is_valid(v))
-                .unwrap_or(false);
+            // Valid as the checker sees it: the schema, no NUL, and an
+            // integer an i64 holds.
+            let mut wide = Vec::new();
+            wide_integers(sub, v, "", &mut wide);
+            let valid = wide.is_empty()
+                && !has_nul(v)
+                && jsonschema::draft202012::new(sub)
+                    .map(|c| c.is_valid(v))
+                    .unwrap_or(false);
             let value = if valid {
                 if v.is_object() {
                     corrected(sub, v)
                 } else {
                     v.clone()
                 }
-            } else {
+            } else if schema::required(obj).contains(&target) {
                 placeholder(target, sub)
+            } else {
+                // An optional argument sent wrong is left out: the call is
+                // valid without it.
+                continue;
             };
             out.entry(target.to_owned()).or_insert(value);
         }
@@ -779,9 +838,73 @@ mod tests {
         bytes: Option<u64>,
     }
 
+    /// How a run ended.
+    #[allow(dead_code)]
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    enum Status {
+        /// It did what it set out to.
+        Succeeded,
+        /// It did not.
+        Failed,
+    }
+
+    #[allow(dead_code)]
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Complete {
+        run_id: String,
+        status: Status,
+        outcome: Option<Status>,
+        goal: Option<String>,
+        limit: Option<i64>,
+    }
+
     fn validator<T: JsonSchema>() -> Validator {
         let full = schema::input_schema(&TypeInfo::of::<T>());
         Validator::new(&full, &schema::listed_input(&full))
+    }
+
+    #[test]
+    fn a_choice_refused_names_the_values_it_takes() {
+        let v = validator::<Complete>();
+        let err = v
+            .check(
+                "run.complete",
+                &json!({"run_id": "r", "status": "done", "outcome": "meh"}),
+                true,
+            )
+            .unwrap_err();
+        let errors = err.detail()["errors"].clone();
+        assert_eq!(
+            errors,
+            json!([
+                "status: Input should be one of \"succeeded\", \"failed\" [enum], got \"done\"",
+                "outcome: Input should be one of \"succeeded\", \"failed\" [enum], got \"meh\"",
+            ]),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn the_example_leaves_out_what_the_checker_refuses() {
+        let v = validator::<Complete>();
+        let err = v
+            .check(
+                "run.complete",
+                &json!({"run_id": "r\u{0}x", "status": "done", "goal": "a\u{0}b", "limit": 1e30}),
+                true,
+            )
+            .unwrap_err();
+        // A required field sent wrong gets a placeholder; an optional one
+        // is left out; the example passes the checker.
+        let example = err.detail()["example"].clone();
+        assert_eq!(
+            example,
+            json!({"run_id": "<run_id>", "status": "succeeded"}),
+            "{err:?}"
+        );
+        v.check("run.complete", &example, true).unwrap();
     }
 
     #[test]

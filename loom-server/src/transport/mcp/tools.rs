@@ -247,18 +247,24 @@ fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomEr
         return Err(validator.not_an_object(&op.name, &args));
     };
     let mut key = None;
-    if op.meta.idempotent {
-        for name in ["_idempotency_key", "idempotency_key"] {
-            if let Some(v) = map.remove(name) {
-                match v {
-                    Value::String(s) => key = key.or(Some(s)),
-                    other => {
-                        let error = format!(
-                            "{name}: Input should be a valid string [string_type], got {}",
-                            loom_core::type_name(&other)
-                        );
-                        return Err(validator.refusal(&op.name, &Value::Object(map), vec![error]));
-                    }
+    // `_idempotency_key` is taken out for every op, so that one that is not
+    // idempotent is refused as over HTTP (BAD_REQUEST, saying so), not as
+    // an unknown argument.
+    let names: &[&str] = if op.meta.idempotent {
+        &["_idempotency_key", "idempotency_key"]
+    } else {
+        &["_idempotency_key"]
+    };
+    for &name in names {
+        if let Some(v) = map.remove(name) {
+            match v {
+                Value::String(s) => key = key.or(Some(s)),
+                other => {
+                    let error = format!(
+                        "{name}: Input should be a valid string [string_type], got {}",
+                        loom_core::type_name(&other)
+                    );
+                    return Err(validator.refusal(&op.name, &Value::Object(map), vec![error]));
                 }
             }
         }
