@@ -377,7 +377,7 @@ async fn migrate() -> Result<(), String> {
     let store = open_store(&config).await?;
     store.close().await;
     println!(
-        "loom: migrations are up to date ({})",
+        "loom: the store is migrated and up to date ({})",
         store.backend().as_str()
     );
     Ok(())
@@ -387,6 +387,15 @@ async fn mint(spec: MintSpec) -> Result<(), String> {
     let config = Config::from_env()?;
     if spec.org.trim().is_empty() || spec.subject.trim().is_empty() {
         return Err("token mint: --org and --subject must not be empty".into());
+    }
+    if let Some(bad) = spec
+        .namespaces
+        .iter()
+        .find(|n| *n != "*" && !valid_scope_name(n))
+    {
+        return Err(format!(
+            "token mint: --namespace {bad:?} is not a name: 1 to 256 bytes, no control characters, not blank"
+        ));
     }
     let store = open_store(&config).await?;
     let keys = JwtKeys::load(&store, &config).await;
@@ -428,6 +437,9 @@ async fn unknown_namespaces(store: &Store, spec: &MintSpec) -> Vec<(String, Stri
 }
 
 async fn revoke(jti: String) -> Result<(), String> {
+    if jti.trim().is_empty() {
+        return Err("token revoke: the jti must not be empty".into());
+    }
     let config = Config::from_env()?;
     let store = open_store(&config).await?;
     let added = store.revoke_token(jti.trim()).await;

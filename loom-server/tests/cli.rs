@@ -147,6 +147,48 @@ fn bad_configuration_stops_the_start_naming_the_variable() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("LOOM_ALLOW_INSECURE"));
+
+    // A store in a directory that does not exist is named, not its side file.
+    let out = loom()
+        .arg("migrate")
+        .env("LOOM_DATABASE_URL", "sqlite:///nonexistent-loom-dir/x.db")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot open the store /nonexistent-loom-dir/x.db: the directory /nonexistent-loom-dir does not exist"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn blank_names_are_refused_before_anything_is_written() {
+    for args in [
+        &["token", "revoke", " "][..],
+        &[
+            "token",
+            "mint",
+            "--org",
+            "default",
+            "--subject",
+            "a",
+            "--role",
+            "viewer",
+            "--namespace",
+            "",
+        ],
+    ] {
+        let out = loom()
+            .args(args)
+            .env("LOOM_DATABASE_URL", "sqlite:///nonexistent-loom-dir/x.db")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("not"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("cannot open"), "checked first: {stderr}");
+    }
 }
 
 /// A `loom serve` child on a fresh SQLite store, any free port, standard

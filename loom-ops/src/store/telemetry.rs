@@ -86,6 +86,17 @@ pub(super) fn statements(main: &Path, writer: bool) -> String {
 /// that cannot be opened is named at once, where a failed attach would
 /// show only as sqlx's pool timing out on its connections.
 pub(super) fn check_opens(main: &Path) -> Result<(), String> {
+    // The store's own file is opened after this one: a missing directory
+    // is named as the store's, not as its side file's.
+    if let Some(dir) = main.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        return Err(format!(
+            "cannot open the store {}: the directory {} does not exist",
+            main.display(),
+            dir.display()
+        ));
+    }
     let file = file_of(main);
     rusqlite::Connection::open_with_flags(
         &file,
