@@ -215,27 +215,30 @@ async fn working_memory_is_kept_per_run_and_name() {
     }
 }
 
+/// Working memory is not run-scoped: a call names its run, whatever run the
+/// call itself belongs to.
 #[tokio::test]
-async fn working_memory_takes_the_calls_run_and_refuses_none() {
+async fn working_memory_needs_its_run_named() {
     let h = common::sqlite().await;
     h.call("run.begin", json!({"run_id": "run-1"}))
         .await
         .unwrap();
-    let r = h
-        .call("working_memory.set", json!({"content": "x"}))
+    let none = h.call("working_memory.set", json!({"content": "x"})).await;
+    let err = none.unwrap_err();
+    assert_eq!(err.code().as_str(), "INVALID_ARGUMENTS");
+    assert_eq!(
+        err.detail()["errors"],
+        json!(["run_id: Field required [missing]"])
+    );
+    assert_eq!(h.rows("working_memory").await, 0);
+    let named = h
+        .call(
+            "working_memory.set",
+            json!({"content": "x", "run_id": "run-1"}),
+        )
         .await
         .unwrap();
-    assert_eq!(r["run_id"], "run-1");
-    let none = h
-        .call_in(
-            common::AGENT,
-            None,
-            "working_memory.set",
-            json!({"content": "y"}),
-        )
-        .await;
-    assert_eq!(code(none), "INVALID_ARGUMENTS");
-    assert_eq!(h.rows("working_memory").await, 1);
+    assert_eq!(named["run_id"], "run-1");
 }
 
 #[tokio::test]

@@ -31,12 +31,9 @@ async fn append(cx: &OpCx, input: WorkingMemoryWrite) -> OpResult<WorkingMemory>
 }
 
 async fn write(cx: &OpCx, input: WorkingMemoryWrite, append: bool) -> OpResult<WorkingMemory> {
-    let Some(run_id) = input.run_id.clone().or_else(|| cx.run_id.clone()) else {
-        return Err(validate::invalid(
-            "run_id",
-            "working memory is kept per run: pass run_id (from run.begin)",
-        ));
-    };
+    // Working memory is kept per run, named by the call: the op is not
+    // run-scoped, so no session's run stands in for it.
+    let run_id = input.run_id.clone();
     validate::key("run_id", &run_id)?;
     let name = input.name.clone().unwrap_or_else(|| "main".to_owned());
     validate::key("name", &name)?;

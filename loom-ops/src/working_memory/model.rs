@@ -11,8 +11,8 @@ pub struct WorkingMemoryWrite {
     pub content: String,
     /// Which note of the run (default "main").
     pub name: Option<String>,
-    /// The run, from run.begin (default: the call's run).
-    pub run_id: Option<String>,
+    /// The run, from run.begin (in progress).
+    pub run_id: String,
     /// The namespace (default: the caller's).
     pub namespace: Option<String>,
 }
