@@ -128,6 +128,46 @@ async fn a_write_made_with_a_runs_id_carries_it() {
         assert_eq!(a.status, 200, "{n}: {}", a.text);
         let a = t.post("run.list", Some(&token), json!({"limit": 0})).await;
         assert_eq!((a.status, a.code()), (422, "INVALID_ARGUMENTS"), "{n}");
+        // …and with a cursor, every run once, newest first
+        for i in 0..5 {
+            let begun = t
+                .post(
+                    "run.begin",
+                    Some(&token),
+                    json!({"run_id": format!("page-{i}")}),
+                )
+                .await;
+            assert_eq!(begun.status, 200, "{n}: {}", begun.text);
+        }
+        let all = t
+            .post("run.list", Some(&token), json!({"limit": 500}))
+            .await;
+        let every: Vec<Value> = all.body["runs"].as_array().unwrap().clone();
+        assert!(all.body.get("next_cursor").is_none(), "{n}");
+        let mut paged = Vec::new();
+        let mut cursor = Value::Null;
+        loop {
+            let page = t
+                .post(
+                    "run.list",
+                    Some(&token),
+                    json!({"limit": 2, "cursor": cursor}),
+                )
+                .await;
+            assert_eq!(page.status, 200, "{n}: {}", page.text);
+            let runs = page.body["runs"].as_array().unwrap();
+            assert!(runs.len() <= 2, "{n}");
+            paged.extend(runs.iter().cloned());
+            match page.body.get("next_cursor") {
+                Some(next) => cursor = next.clone(),
+                None => break,
+            }
+        }
+        assert_eq!(paged, every, "{n}");
+        let a = t
+            .post("run.list", Some(&token), json!({"cursor": "nonsense"}))
+            .await;
+        assert_eq!((a.status, a.code()), (422, "INVALID_ARGUMENTS"), "{n}");
         t.server.shutdown().await;
     }
 }

@@ -156,11 +156,34 @@ async fn list(cx: &OpCx, input: RunList) -> OpResult<Runs> {
             "status must be open, succeeded, failed, abandoned or closed",
         ));
     }
+    // A page's last run: its start (ms) and id.
+    let after = match input.cursor.as_deref() {
+        None | Some("") => None,
+        Some(c) => match c
+            .split_once('|')
+            .and_then(|(ms, id)| Some((ms.parse::<i64>().ok()?, id)))
+        {
+            Some((ms, id)) if validate::key("cursor", id).is_ok() => Some((ms, id)),
+            _ => {
+                return Err(validate::invalid(
+                    "cursor",
+                    format!("cursor {c:?} is not one this op returned"),
+                ));
+            }
+        },
+    };
     let store = cx.service::<Store>()?;
     let mut conn = store.read().await?;
     require_namespace(&mut conn, cx).await?;
-    let rows = store::list(&mut conn, cx, input.status.as_deref(), limit).await?;
+    let mut rows = store::list(&mut conn, cx, input.status.as_deref(), after, limit + 1).await?;
+    let more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let next_cursor = rows
+        .last()
+        .filter(|_| more)
+        .map(|r| format!("{}|{}", r.started_ms, r.run_id));
     Ok(Runs {
         runs: rows.iter().map(|r| r.to_run(false)).collect(),
+        next_cursor,
     })
 }

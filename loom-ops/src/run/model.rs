@@ -149,6 +149,8 @@ pub struct RunList {
     pub status: Option<String>,
     /// At most this many (default 50; more than 500 is 500).
     pub limit: Option<i64>,
+    /// From a previous answer's next_cursor.
+    pub cursor: Option<String>,
     /// The namespace (default: the caller's).
     pub namespace: Option<String>,
 }
@@ -158,4 +160,7 @@ pub struct RunList {
 pub struct Runs {
     /// The runs.
     pub runs: Vec<Run>,
+    /// Pass as cursor for the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }

@@ -245,20 +245,26 @@ pub async fn calls(
         .collect())
 }
 
-/// The namespace's runs, newest first, optionally of one status.
+/// The namespace's runs, newest first, optionally of one status, after
+/// `after` (a page's last run: its start and id) when given.
 pub async fn list(
     conn: &mut AnyConnection,
     cx: &OpCx,
     status: Option<&str>,
+    after: Option<(i64, &str)>,
     limit: i64,
 ) -> OpResult<Vec<Row>> {
+    let (after_ms, after_id) = after.unwrap_or((i64::MAX, ""));
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM runs WHERE org = $1 AND namespace = $2 AND ($3 = '' OR status = $3) \
-         ORDER BY started_ms DESC, run_id LIMIT $4"
+         AND (started_ms < $4 OR (started_ms = $4 AND run_id > $5)) \
+         ORDER BY started_ms DESC, run_id LIMIT $6"
     )))
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
     .bind(status.unwrap_or(""))
+    .bind(after_ms)
+    .bind(after_id)
     .bind(limit)
     .fetch_all(conn)
     .await
