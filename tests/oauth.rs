@@ -593,6 +593,36 @@ async fn the_code_flow_issues_a_token_that_calls_the_api() {
     }
 }
 
+/// Two clients signing in at once in one browser each keep their own
+/// sign-in: the second does not spoil the first's CSRF check.
+#[tokio::test]
+async fn two_sign_ins_in_one_browser_keep_their_own() {
+    for t in servers(oauth_on).await {
+        let n = t.name();
+        add_user(&t, "ana", Role::Viewer).await;
+        let first = register_client(&t, "First", "http://127.0.0.1/callback").await;
+        let second = register_client(&t, "Second", "http://127.0.0.1/callback").await;
+        let ch = challenge(VERIFIER);
+        let b = browser();
+        let a = page(b.get(authorize_url(&t, &standard(&first, &ch)))).await;
+        let started = page(b.get(authorize_url(&t, &standard(&second, &ch)))).await;
+        assert_eq!((a.status, started.status), (200, 200), "{n}");
+        let p = page(b.post(format!("{}/oauth/authorize/login", t.url())).form(&[
+            ("request", hidden(&a.text, "request").as_str()),
+            ("csrf", hidden(&a.text, "csrf").as_str()),
+            ("username", "ana"),
+            ("password", PASSWORD),
+        ]))
+        .await;
+        assert_eq!(p.status, 303, "{n}: {}", p.text);
+        // The second, started later, completes too.
+        let done = sign_in_flow(&t, &b, &standard(&second, &ch), "ana").await;
+        assert_eq!(done.status, 303, "{n}: {}", done.text);
+        assert!(query_of(done.location()).contains_key("code"), "{n}");
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn deny_and_authorize_refusals() {
     for t in servers(oauth_on).await {

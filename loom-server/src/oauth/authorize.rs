@@ -290,7 +290,8 @@ pub async fn start(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Re
             )
         }
     };
-    if let Ok(v) = HeaderValue::from_str(&csrf_cookie(o, &csrf, app.config.oauth_signin_ttl)) {
+    let cookie = csrf_cookie(o, &request.id, &csrf, app.config.oauth_signin_ttl);
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     r
@@ -319,7 +320,7 @@ pub(super) async fn bound_request(
         Ok(None) => return Err(expired()),
         Err(e) => return Err(server_error(&e)),
     };
-    let cookie = csrf_from_cookies(o, headers).unwrap_or_default();
+    let cookie = csrf_from_cookies(o, headers, request_id).unwrap_or_default();
     let sent = csrf.map(String::as_str).unwrap_or_default();
     if sent.is_empty() || !same(&cookie, sent) || !same(&sha256_hex(sent), &request.csrf_hash) {
         return Err(pages::error(
@@ -470,7 +471,9 @@ pub async fn consent_page(
     };
     let o = oauth(&app);
     // The CSRF value comes from the cookie here: a GET carries no form.
-    let cookie = csrf_from_cookies(o, &headers);
+    let cookie = params
+        .get("request")
+        .and_then(|id| csrf_from_cookies(o, &headers, id));
     let (request, client, csrf) =
         match bound_request(&app, &headers, params.get("request"), cookie.as_ref()).await {
             Ok(x) => x,

@@ -348,27 +348,30 @@ pub fn json_error(status: StatusCode, error: &str, description: &str) -> Respons
 
 /// The name of the browser cookie binding a sign-in to its CSRF value:
 /// `__Host-` prefixed (Secure, host-only, path `/`) behind https.
-fn cookie_name(oauth: &OAuth) -> &'static str {
-    if oauth.secure_cookies {
-        "__Host-loom_oauth"
-    } else {
-        "loom_oauth"
-    }
+/// A sign-in's cookie: one per sign-in request, so that two sign-ins in
+/// one browser (two clients connecting at once) keep their own.
+fn cookie_name(oauth: &OAuth, request_id: &str) -> String {
+    let prefix = if oauth.secure_cookies { "__Host-" } else { "" };
+    format!("{prefix}loom_oauth_{request_id}")
 }
 
 /// The `Set-Cookie` value carrying a sign-in's CSRF value.
-pub fn csrf_cookie(oauth: &OAuth, value: &str, max_age: Duration) -> String {
+pub fn csrf_cookie(oauth: &OAuth, request_id: &str, value: &str, max_age: Duration) -> String {
     let secure = if oauth.secure_cookies { "; Secure" } else { "" };
     format!(
         "{}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
-        cookie_name(oauth),
+        cookie_name(oauth, request_id),
         max_age.as_secs()
     )
 }
 
-/// The CSRF value from the request's cookies.
-pub fn csrf_from_cookies(oauth: &OAuth, headers: &axum::http::HeaderMap) -> Option<String> {
-    let name = cookie_name(oauth);
+/// The CSRF value of sign-in `request_id` from the request's cookies.
+pub fn csrf_from_cookies(
+    oauth: &OAuth,
+    headers: &axum::http::HeaderMap,
+    request_id: &str,
+) -> Option<String> {
+    let name = cookie_name(oauth, request_id);
     headers
         .get_all(header::COOKIE)
         .iter()

@@ -134,7 +134,7 @@ pub async fn callback(
     // The state alone is not enough: the browser coming back must be the
     // one that started (its cookie), or a stranger's code could sign this
     // browser in as the stranger.
-    let cookie = csrf_from_cookies(o, &headers);
+    let cookie = csrf_from_cookies(o, &headers, &login.request_id);
     let (request, _client, _csrf) =
         match bound_request(&app, &headers, Some(&login.request_id), cookie.as_ref()).await {
             Ok(x) => x,
