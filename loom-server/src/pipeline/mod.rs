@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod authorize;
+pub mod cancel;
 pub mod idempotency;
 pub mod identity;
 pub mod ledger;
@@ -28,9 +29,9 @@ use loom_core::{
     Transport,
 };
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 pub use auth::{AuthRefusal, authenticate, check_bearer};
+pub use cancel::Cancel;
 
 use crate::app::App;
 use loom_ops::store::{IdemBegin, now_ms};
@@ -67,7 +68,7 @@ pub struct CallRequest {
     /// Cancelled when the client withdraws the call (MCP's
     /// `notifications/cancelled`): an op not begun is not run, one running
     /// is stopped as its latency budget would stop it.
-    pub cancel: Option<CancellationToken>,
+    pub cancel: Option<Arc<Cancel>>,
 }
 
 /// What a connection asks of every call beyond its arguments. The default
@@ -296,7 +297,7 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
         && !wait.is_zero()
         && wait <= req.policy.rate_limit_wait
     {
-        if until_cancelled(req.cancel.as_ref(), tokio::time::sleep(wait))
+        if until_cancelled(req.cancel.as_deref(), tokio::time::sleep(wait))
             .await
             .is_none()
         {
@@ -362,7 +363,7 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
     }
     // The arguments go to the op: nothing after it reads them.
     let args = std::mem::take(&mut req.args);
-    let result = until_cancelled(req.cancel.as_ref(), validate_and_run(cx, op, args))
+    let result = until_cancelled(req.cancel.as_deref(), validate_and_run(cx, op, args))
         .await
         .unwrap_or_else(|| Err(cancelled(op)));
     if let Some(key) = claimed {
@@ -485,15 +486,12 @@ async fn explicit_run(
 /// dropped where it stands, as a latency budget running out drops it (a
 /// write still queued for the store is not made). Cancelled already, it is
 /// never begun.
-async fn until_cancelled<T>(
-    cancel: Option<&CancellationToken>,
-    work: impl Future<Output = T>,
-) -> Option<T> {
+async fn until_cancelled<T>(cancel: Option<&Cancel>, work: impl Future<Output = T>) -> Option<T> {
     match cancel {
         None => Some(work.await),
-        Some(token) => tokio::select! {
+        Some(cancel) => tokio::select! {
             biased;
-            () = token.cancelled() => None,
+            () = cancel.cancelled() => None,
             answer = work => Some(answer),
         },
     }

@@ -15,60 +15,32 @@
 //! not yet begun is not made, one running is stopped as its latency budget
 //! would stop it; a write the store has already made stays made.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use tokio_util::sync::CancellationToken;
+use foldhash::{HashMap, HashSet};
 
 use super::endpoint::Connection;
 use super::jsonrpc::Id;
+use crate::pipeline::Cancel;
 
 /// Early cancellations kept at most, across sessions; the oldest go first.
 const EARLY_CAPACITY: usize = 1024;
 
-/// Who sent a request.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Sender {
-    Session(String),
-    Principal { org: String, subject: String },
-    Anonymous,
-}
-
-/// Who sent a request and its id (a string id and a number id of the same
-/// digits are two ids).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Key {
-    sender: Sender,
-    id: Id,
-}
-
-impl Key {
-    fn new(conn: &Connection, id: &Id) -> Key {
-        let sender = match (&conn.session_id, &conn.caller) {
-            (Some(session), _) => Sender::Session(session.clone()),
-            (None, Some(caller)) => Sender::Principal {
-                org: caller.org.clone(),
-                subject: caller.subject.clone(),
-            },
-            (None, None) => Sender::Anonymous,
-        };
-        Key {
-            sender,
-            id: id.clone(),
-        }
-    }
-
-    fn in_session(&self) -> bool {
-        matches!(self.sender, Sender::Session(_))
-    }
-}
+/// A request's sender and id, as one 64-bit hash under a per-process
+/// random seed: every MCP request is registered, and hashing what it
+/// already holds allocates nothing. Two requests in flight whose hashes
+/// collide (one in 2^64 a pair, and no sender can aim at another's without
+/// the seed) would share a cancellation.
+type Key = u64;
 
 #[derive(Default)]
 struct Inner {
     /// Requests in flight, each with its registration's serial (two
     /// requests of one id at once are a client's bug; the later one is
     /// cancellable and the earlier one's end does not unregister it).
-    running: HashMap<Key, (u64, CancellationToken)>,
+    running: HashMap<Key, (u64, Arc<Cancel>)>,
     serial: u64,
     /// Cancellations of requests not (yet) in flight, within sessions.
     early: HashSet<Key>,
@@ -79,21 +51,22 @@ struct Inner {
 #[derive(Default)]
 pub struct InFlight {
     inner: Arc<Mutex<Inner>>,
+    seed: foldhash::quality::RandomState,
 }
 
-/// A request's registration: its token, cancelled when the client cancels
+/// A request's registration: its cancellation, set when the client cancels
 /// the request; dropped when the request is answered.
 pub struct Registration {
     inner: Arc<Mutex<Inner>>,
     key: Key,
     serial: u64,
-    token: CancellationToken,
+    cancel: Arc<Cancel>,
 }
 
 impl Registration {
-    /// The token the request's call watches.
-    pub fn token(&self) -> &CancellationToken {
-        &self.token
+    /// The cancellation the request's call watches.
+    pub fn cancel(&self) -> &Arc<Cancel> {
+        &self.cancel
     }
 }
 
@@ -115,37 +88,66 @@ fn lock(inner: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
 }
 
 impl InFlight {
-    /// Registers a request about to run; its token is cancelled already
-    /// when its cancellation came first.
+    /// The key of request `id` from this connection's sender, and whether
+    /// the sender is a session.
+    fn key(&self, conn: &Connection, id: &Id) -> (Key, bool) {
+        let mut h = self.seed.build_hasher();
+        let in_session = match (&conn.session_id, &conn.caller) {
+            (Some(session), _) => {
+                0u8.hash(&mut h);
+                session.hash(&mut h);
+                true
+            }
+            (None, Some(caller)) => {
+                1u8.hash(&mut h);
+                caller.org.hash(&mut h);
+                caller.subject.hash(&mut h);
+                false
+            }
+            (None, None) => {
+                2u8.hash(&mut h);
+                false
+            }
+        };
+        // A string id and a number id of the same digits are two ids.
+        match id {
+            Id::Str(s) => (0u8, s.as_str()).hash(&mut h),
+            Id::Num(n) => (1u8, n).hash(&mut h),
+        }
+        (h.finish(), in_session)
+    }
+
+    /// Registers a request about to run; its cancellation is set already
+    /// when the client's cancellation came first.
     pub fn begin(&self, conn: &Connection, id: &Id) -> Registration {
-        let key = Key::new(conn, id);
-        let token = CancellationToken::new();
+        let (key, _) = self.key(conn, id);
+        let cancel = Arc::new(Cancel::default());
         let mut inner = lock(&self.inner);
-        if inner.early.remove(&key) {
-            token.cancel();
+        if !inner.early.is_empty() && inner.early.remove(&key) {
+            cancel.cancel();
         }
         inner.serial += 1;
         let serial = inner.serial;
-        inner.running.insert(key.clone(), (serial, token.clone()));
+        inner.running.insert(key, (serial, cancel.clone()));
         drop(inner);
         Registration {
             inner: self.inner.clone(),
             key,
             serial,
-            token,
+            cancel,
         }
     }
 
     /// Cancels the request `id` from this connection's sender: the one in
     /// flight, or, within a session, the one to come.
     pub fn cancel(&self, conn: &Connection, id: &Id) {
-        let key = Key::new(conn, id);
+        let (key, in_session) = self.key(conn, id);
         let mut inner = lock(&self.inner);
-        if let Some((_, token)) = inner.running.get(&key) {
-            token.cancel();
+        if let Some((_, cancel)) = inner.running.get(&key) {
+            cancel.cancel();
             return;
         }
-        if !key.in_session() || inner.early.contains(&key) {
+        if !in_session || inner.early.contains(&key) {
             return;
         }
         // The order may name cancellations used since: bounding it bounds both.
@@ -154,7 +156,7 @@ impl InFlight {
                 inner.early.remove(&old);
             }
         }
-        inner.early.insert(key.clone());
+        inner.early.insert(key);
         inner.early_order.push_back(key);
     }
 
@@ -199,9 +201,9 @@ mod tests {
         let other_session = flight.begin(&b, &num(1));
         let string_id = flight.begin(&a, &Id::Str("1".into()));
         flight.cancel(&a, &num(1));
-        assert!(one.token().is_cancelled());
-        assert!(!other_session.token().is_cancelled());
-        assert!(!string_id.token().is_cancelled());
+        assert!(one.cancel().is_cancelled());
+        assert!(!other_session.cancel().is_cancelled());
+        assert!(!string_id.cancel().is_cancelled());
         drop((one, other_session, string_id));
         assert_eq!(flight.running(), 0);
     }
@@ -214,17 +216,17 @@ mod tests {
         assert!(
             flight
                 .begin(&conn(Some("a")), &num(7))
-                .token()
+                .cancel()
                 .is_cancelled()
         );
         // Used once: the id is not cancelled for ever.
         assert!(
             !flight
                 .begin(&conn(Some("a")), &num(7))
-                .token()
+                .cancel()
                 .is_cancelled()
         );
-        assert!(!flight.begin(&conn(None), &num(7)).token().is_cancelled());
+        assert!(!flight.begin(&conn(None), &num(7)).cancel().is_cancelled());
     }
 
     #[test]
@@ -236,11 +238,11 @@ mod tests {
         }
         assert_eq!(lock(&flight.inner).early.len(), EARLY_CAPACITY);
         // The oldest were forgotten, the newest kept.
-        assert!(!flight.begin(&a, &num(0)).token().is_cancelled());
+        assert!(!flight.begin(&a, &num(0)).cancel().is_cancelled());
         assert!(
             flight
                 .begin(&a, &num(EARLY_CAPACITY as u64 + 9))
-                .token()
+                .cancel()
                 .is_cancelled()
         );
     }
@@ -253,6 +255,6 @@ mod tests {
         let second = flight.begin(&a, &num(1));
         drop(first);
         flight.cancel(&a, &num(1));
-        assert!(second.token().is_cancelled());
+        assert!(second.cancel().is_cancelled());
     }
 }

@@ -154,7 +154,7 @@ pub struct Connection {
     /// `X-Loom-Code-Scope`, when sent.
     pub code_scope: Option<String>,
     /// Cancelled when the client cancels the request being answered.
-    pub cancel: Option<tokio_util::sync::CancellationToken>,
+    pub cancel: Option<Arc<crate::pipeline::Cancel>>,
 }
 
 fn rpc_error_response(
@@ -443,11 +443,11 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
             }
             _ => None,
         };
-        conn.cancel = registration.as_ref().map(|(r, _)| r.token().clone());
+        conn.cancel = registration.as_ref().map(|(r, _)| r.cancel().clone());
         let answer = methods::handle(&mcp, &mut conn, message, batch).await;
         match registration {
             // A cancelled request is not answered, whatever became of it.
-            Some((r, id)) if r.token().is_cancelled() => cancelled = Some(id),
+            Some((r, id)) if r.cancel().is_cancelled() => cancelled = Some(id),
             _ => answers.extend(answer),
         }
     }
