@@ -35,7 +35,7 @@ loom="${INSTR_LOOM:-}"
 if [ -z "$loom" ]; then
   echo "== cargo build --release (loom)"
   cargo build --release --quiet --bin loom
-  loom="$PWD/target/release/loom"
+  loom="${CARGO_TARGET_DIR:-$PWD/target}/release/loom"
 fi
 
 work="$(mktemp -d)"

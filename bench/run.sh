@@ -31,8 +31,8 @@ need wrk wrk
 
 echo "== cargo build --release (loom, loom-ceiling)"
 cargo build --release --quiet --bin loom --bin loom-ceiling
-loom="$PWD/target/release/loom"
-ceiling="$PWD/target/release/loom-ceiling"
+loom="${CARGO_TARGET_DIR:-$PWD/target}/release/loom"
+ceiling="${CARGO_TARGET_DIR:-$PWD/target}/release/loom-ceiling"
 
 work="$(mktemp -d)"
 pids=()

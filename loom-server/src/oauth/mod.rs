@@ -347,9 +347,9 @@ pub fn json_error(status: StatusCode, error: &str, description: &str) -> Respons
 }
 
 /// The name of the browser cookie binding a sign-in to its CSRF value:
-/// `__Host-` prefixed (Secure, host-only, path `/`) behind https.
-/// A sign-in's cookie: one per sign-in request, so that two sign-ins in
-/// one browser (two clients connecting at once) keep their own.
+/// `__Host-` prefixed (Secure, host-only, path `/`) behind https, and one
+/// per sign-in request, so that two sign-ins in one browser (two clients
+/// connecting at once) keep their own.
 fn cookie_name(oauth: &OAuth, request_id: &str) -> String {
     let prefix = if oauth.secure_cookies { "__Host-" } else { "" };
     format!("{prefix}loom_oauth_{request_id}")
