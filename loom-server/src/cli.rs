@@ -302,6 +302,17 @@ macro_rules! say {
 async fn serve() -> Result<(), String> {
     let config = Config::from_env()?;
     init_logging(&config)?;
+    let names: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .collect();
+    for (name, near) in crate::config::unknown_vars(names.iter().map(String::as_str)) {
+        match near {
+            Some(near) => {
+                tracing::warn!("{name} is not a Loom setting and is ignored; did you mean {near}?")
+            }
+            None => tracing::warn!("{name} is not a Loom setting and is ignored"),
+        }
+    }
     registry_or_report().ok_or("the op registry is invalid")?;
     // Listening for the stop signals starts before serving: a SIGTERM that
     // comes as soon as the server answers (an orchestrator stopping what it

@@ -262,6 +262,87 @@ impl Default for Config {
     }
 }
 
+/// Every variable the server reads (a test checks that the readers, here
+/// and in the MCP configuration, read no other), for [`unknown_vars`].
+pub const KNOWN_VARS: &[&str] = &[
+    "LOOM_ACCESS_CACHE_MS",
+    "LOOM_ALLOW_INSECURE",
+    "LOOM_AUTH_REQUIRED",
+    "LOOM_BIND_HOST",
+    "LOOM_BODY_READ_TIMEOUT_SECS",
+    "LOOM_DATABASE_MAX_CONNECTIONS",
+    "LOOM_DATABASE_URL",
+    "LOOM_FTS_MERGE_IDLE_SECS",
+    "LOOM_HEADER_READ_TIMEOUT_SECS",
+    "LOOM_IDEMPOTENCY_TTL_SECS",
+    "LOOM_JWT_AUDIENCE",
+    "LOOM_JWT_ISSUER",
+    "LOOM_JWT_LEEWAY_SECS",
+    "LOOM_JWT_SECRET",
+    "LOOM_LOG",
+    "LOOM_LOG_FORMAT",
+    "LOOM_MAX_BODY_BYTES",
+    "LOOM_MCP_ALLOWED_HOSTS",
+    "LOOM_MCP_AUTH_MODE",
+    "LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S",
+    "LOOM_MCP_SCHEMA_PROFILE",
+    "LOOM_MCP_SESSION_CACHE",
+    "LOOM_MCP_SESSION_RUN_IDLE_SECONDS",
+    "LOOM_MCP_TOOLSET",
+    "LOOM_OAUTH_ACCESS_TTL_SECS",
+    "LOOM_OAUTH_CODE_TTL_SECS",
+    "LOOM_OAUTH_ENABLED",
+    "LOOM_OAUTH_ISSUER",
+    "LOOM_OAUTH_LOGIN_PROVIDER",
+    "LOOM_OAUTH_REFRESH_TTL_SECS",
+    "LOOM_OAUTH_REGISTER_PER_MIN",
+    "LOOM_OAUTH_SIGNIN_FAILURES_PER_IP",
+    "LOOM_OAUTH_SIGNIN_FAILURES_PER_USER",
+    "LOOM_OAUTH_SIGNIN_TTL_SECS",
+    "LOOM_OAUTH_SIGNIN_WINDOW_SECS",
+    "LOOM_OAUTH_TRUST_FORWARDED_FOR",
+    "LOOM_OIDC_CLIENT_ID",
+    "LOOM_OIDC_CLIENT_SECRET",
+    "LOOM_OIDC_ISSUER",
+    "LOOM_OIDC_USERNAME_CLAIM",
+    "LOOM_PLATFORM_ADMINS",
+    "LOOM_PORT",
+    "LOOM_RATE_LIMIT_HEAVY_PER_MIN",
+    "LOOM_RATE_LIMIT_ORG_HEAVY_PER_MIN",
+    "LOOM_RATE_LIMIT_ORG_READ_PER_MIN",
+    "LOOM_RATE_LIMIT_ORG_WRITE_PER_MIN",
+    "LOOM_RATE_LIMIT_READ_PER_MIN",
+    "LOOM_RATE_LIMIT_STORE",
+    "LOOM_RATE_LIMIT_STORE_TIMEOUT_MS",
+    "LOOM_RATE_LIMIT_WRITE_PER_MIN",
+    "LOOM_REDIS_KEY_PREFIX",
+    "LOOM_REDIS_URL",
+    "LOOM_REVOCATION_REFRESH_SECS",
+    "LOOM_SEARCH_FANOUT",
+    "LOOM_SHUTDOWN_GRACE_SECS",
+    "LOOM_WORKERS",
+];
+
+/// The `LOOM_*` names in `names` that Loom does not read, each with the
+/// known name it is most likely a misspelling of: a misspelt limit would
+/// otherwise be ignored without a word. `LOOM_TEST_*` are the tests'.
+pub fn unknown_vars<'a>(
+    names: impl Iterator<Item = &'a str>,
+) -> Vec<(String, Option<&'static str>)> {
+    let mut unknown: Vec<_> = names
+        .filter(|n| n.starts_with("LOOM_") && !n.starts_with("LOOM_TEST_"))
+        .filter(|n| !KNOWN_VARS.contains(n))
+        .map(|n| {
+            let near = loom_core::closest(n, KNOWN_VARS.iter().copied(), 1)
+                .first()
+                .copied();
+            (n.to_owned(), near)
+        })
+        .collect();
+    unknown.sort();
+    unknown
+}
+
 impl Config {
     /// Reads the process environment.
     pub fn from_env() -> Result<Config, String> {
@@ -571,6 +652,46 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_variable_read_is_known() {
+        let readers = [
+            include_str!("config.rs"),
+            include_str!("transport/mcp/config.rs"),
+        ];
+        for text in readers {
+            for piece in text.split('"').skip(1).step_by(2) {
+                if piece.len() > "LOOM_".len()
+                    && piece.starts_with("LOOM_")
+                    && !piece.starts_with("LOOM_TEST_")
+                    && piece
+                        .bytes()
+                        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+                {
+                    assert!(
+                        super::KNOWN_VARS.contains(&piece),
+                        "{piece} is read but not in KNOWN_VARS"
+                    );
+                }
+            }
+        }
+        let unknown = super::unknown_vars(
+            [
+                "LOOM_PORT",
+                "LOOM_RATE_LIMIT_WRITE_PER_MINUTE",
+                "LOOM_TEST_DATABASE_URL",
+                "PATH",
+            ]
+            .into_iter(),
+        );
+        assert_eq!(
+            unknown,
+            [(
+                "LOOM_RATE_LIMIT_WRITE_PER_MINUTE".to_owned(),
+                Some("LOOM_RATE_LIMIT_WRITE_PER_MIN")
+            )]
+        );
+    }
+
     use super::*;
 
     fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
