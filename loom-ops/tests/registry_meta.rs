@@ -57,6 +57,7 @@ fn toolsets_follow_the_reference_table() {
             Toolset::Assistant,
             &[
                 "namespace.get",
+                "grants.list",
                 "memory.inspect",
                 "memory.search",
                 "memory.ask",
