@@ -379,6 +379,11 @@ fn stop_signal() -> impl Future<Output = ()> {
     }
 }
 
+/// What a command prints of a store call that failed: its cause.
+fn store_fault(e: &loom_core::LoomError) -> String {
+    e.internal_message().unwrap_or(e.message()).to_owned()
+}
+
 async fn open_store(config: &Config) -> Result<Store, String> {
     Store::open(config.store_options()).await
 }
@@ -458,7 +463,7 @@ async fn revoke(jti: String) -> Result<(), String> {
     match added {
         Ok(true) => println!("loom: revoked {jti}"),
         Ok(false) => println!("loom: {jti} was already revoked"),
-        Err(e) => return Err(e.internal_message().unwrap_or(e.message()).to_owned()),
+        Err(e) => return Err(store_fault(&e)),
     }
     Ok(())
 }
@@ -535,7 +540,7 @@ async fn user_add(
         })
     }
     .await
-    .map_err(|e: loom_core::LoomError| e.internal_message().unwrap_or(e.message()).to_owned());
+    .map_err(|e: loom_core::LoomError| store_fault(&e));
     store.close().await;
     result??;
     println!("loom: added {username} ({role} in org {org})");
@@ -550,7 +555,7 @@ async fn user_disable(username: String) -> Result<(), String> {
     match done {
         Ok(true) => println!("loom: disabled {username}; its OAuth tokens are revoked"),
         Ok(false) => return Err(format!("user disable: there is no user {username:?}")),
-        Err(e) => return Err(e.internal_message().unwrap_or(e.message()).to_owned()),
+        Err(e) => return Err(store_fault(&e)),
     }
     Ok(())
 }
@@ -591,7 +596,7 @@ async fn namespace_add(ns: loom_ops::store::NewNamespace<'_>) -> Result<(), Stri
     .await;
     store.close().await;
     let (org, namespace) = (ns.org, ns.namespace);
-    match created.map_err(|e| e.internal_message().unwrap_or(e.message()).to_owned())? {
+    match created.map_err(|e| store_fault(&e))? {
         NamespaceCreated::Created => {
             println!(
                 "loom: created namespace {namespace} in org {org} ({})",
@@ -621,9 +626,7 @@ async fn namespace_list(org: Option<String>) -> Result<(), String> {
     }
     .await;
     store.close().await;
-    for (org, namespace, kind, restricted) in
-        listed.map_err(|e| e.internal_message().unwrap_or(e.message()).to_owned())?
-    {
+    for (org, namespace, kind, restricted) in listed.map_err(|e| store_fault(&e))? {
         let restricted = if restricted { "\trestricted" } else { "" };
         println!("{org}\t{namespace}\t{kind}{restricted}");
     }

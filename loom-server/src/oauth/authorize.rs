@@ -111,17 +111,17 @@ fn refuse_request(
     error: &str,
     description: &str,
 ) -> Response {
-    let web = url::Url::parse(redirect_uri).is_ok_and(|u| u.scheme() == "https");
-    if !web {
-        return redirect_error(o, redirect_uri, state, error, description);
-    }
-    let link = client_location(
+    let back = client_location(
         o,
         redirect_uri,
         state,
         &[("error", error), ("error_description", description)],
     );
-    pages::error_for_client(description, &redirect_host(redirect_uri), &link)
+    if url::Url::parse(redirect_uri).is_ok_and(|u| u.scheme() == "https") {
+        pages::error_for_client(description, &redirect_host(redirect_uri), &back)
+    } else {
+        see_other(&back)
+    }
 }
 
 /// The host (or, for an app scheme, `scheme:`) a redirect URI goes to.

@@ -186,7 +186,7 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
         cx.caller.consumer.clone_from(&req.policy.consumer);
     }
 
-    let result = run(app, &mut cx, &mut req).await;
+    let result = run(app, &mut cx, &mut req, started).await;
     let (result, status, replayed) = match result {
         Ok(a) => (Ok(a.value), a.status, a.replayed),
         Err(e) => {
@@ -247,12 +247,12 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
         };
         let store = app.store.clone();
         let name = op.name.as_str();
-        let write = app.calls.spawn(async move {
+        write_within(app, wait, async move {
             if let Err(e) = store.audit_outcome(&cx, &outcome).await {
                 tracing::error!(op = %name, cause = e.internal_message().unwrap_or(""), "audit row not written");
             }
-        });
-        let _ = tokio::time::timeout(wait, write).await;
+        })
+        .await;
     }
     event.latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     event.at_ms = now_ms();
@@ -264,9 +264,13 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
     }
 }
 
-async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, LoomError> {
+async fn run(
+    app: &App,
+    cx: &mut OpCx,
+    req: &mut CallRequest,
+    started: Instant,
+) -> Result<Answer, LoomError> {
     let op = req.op;
-    let started = Instant::now();
     // 2. identity defaults
     let known;
     (cx.scope, known) = scope(
@@ -382,7 +386,8 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
             Ok(Ok(body)) => Some(body),
             _ => None,
         };
-        let write = app.calls.spawn(async move {
+        let wait = op.budget.saturating_sub(started.elapsed());
+        write_within(app, wait, async move {
             let principal = (org.as_str(), subject.as_str());
             let stored = match body {
                 Some(body) => store.idempotency_finish(principal, &key, 200, &body).await,
@@ -394,9 +399,8 @@ async fn run(app: &App, cx: &mut OpCx, req: &mut CallRequest) -> Result<Answer, 
                     "idempotency key not updated"
                 );
             }
-        });
-        let wait = op.budget.saturating_sub(started.elapsed());
-        let _ = tokio::time::timeout(wait, write).await;
+        })
+        .await;
     }
     result.map(|value| Answer {
         value,
@@ -480,6 +484,15 @@ async fn explicit_run(
     };
     loom_ops::run::store::require_open(&mut *app.store.read().await?, cx, &run_id).await?;
     Ok(Some(run_id))
+}
+
+/// Runs a store write that follows a call's answer (its audit row, its
+/// idempotency key) on the calls' tracker, so that shutdown waits for it,
+/// and waits for it at most `wait`: with the store locked by another
+/// program the answer goes at the call's budget and the write lands when
+/// the store takes it.
+async fn write_within(app: &App, wait: Duration, write: impl Future<Output = ()> + Send + 'static) {
+    let _ = tokio::time::timeout(wait, app.calls.spawn(write)).await;
 }
 
 /// `work`'s answer, or `None` when `cancel` fires first: `work` is then
