@@ -30,7 +30,8 @@ pub struct OpCapability {
     pub rate_class: String,
     /// Latency budget in milliseconds.
     pub budget_ms: u64,
-    /// The curated rosters that list it (`readonly` and `all` are derived).
+    /// The curated rosters that list it (`readonly` and `all` are derived;
+    /// a synthetic tool such as `loom_search` is on every one but assistant).
     pub toolsets: Vec<String>,
     /// stable or experimental.
     pub maturity: String,
@@ -58,8 +59,7 @@ pub fn capabilities(registry: &Registry) -> Vec<OpCapability> {
             rate_class: op.rate.as_str().into(),
             budget_ms: op.budget.as_millis() as u64,
             toolsets: op
-                .meta
-                .toolsets
+                .toolsets()
                 .iter()
                 .map(|t| t.as_str().to_owned())
                 .collect(),

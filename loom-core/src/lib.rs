@@ -30,6 +30,8 @@
 //! | `budget_ms = N` | latency budget | by role: viewer 2 s, writer 5 s, admin 10 s |
 //! | `rate = "read" \| "write" \| "heavy"` | rate-limit class | read for read-only ops, else write |
 //! | `run_scoped = false` | not part of an MCP session's implicit run | true |
+//! | `tool = "loom_…"` | its MCP tool name, where not the derived one | `loom_` + the name with dots as underscores |
+//! | `synthetic` | one of the transport's synthetic tools (needs `tool`): listed on every listing but assistant's, never declared on a roster | off |
 //!
 //! The handler's doc comment is the op's curated description; without one,
 //! listings show a one-line fallback with its budget, idempotency and role.

@@ -66,6 +66,11 @@ pub enum McpVisibility {
         /// Shown in the `OP_NOT_ON_MCP` refusal.
         instead: &'static str,
     },
+    /// One of the transport's synthetic tools (`search.query` is
+    /// `loom_search`): every listing but assistant's carries it under its
+    /// declared tool name, with the schema the transport gives it, whatever
+    /// the rosters say.
+    Synthetic,
 }
 
 /// A type's schema and name, resolved lazily.

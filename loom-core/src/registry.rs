@@ -113,7 +113,22 @@ impl Op {
     pub fn mcp_hidden(&self) -> Option<&'static str> {
         match self.meta.mcp {
             McpVisibility::Hidden { instead } => Some(instead),
-            McpVisibility::Callable => None,
+            McpVisibility::Callable | McpVisibility::Synthetic => None,
+        }
+    }
+
+    /// Whether the op is one of the transport's synthetic tools.
+    pub fn synthetic(&self) -> bool {
+        self.meta.mcp == McpVisibility::Synthetic
+    }
+
+    /// The curated rosters that list it: the declared ones, or for a
+    /// synthetic tool every roster but assistant.
+    pub fn toolsets(&self) -> Vec<Toolset> {
+        if self.synthetic() {
+            Toolset::CURATED.to_vec()
+        } else {
+            self.meta.toolsets.to_vec()
         }
     }
 
@@ -127,6 +142,7 @@ impl Op {
         match listing {
             Listing::Assistant => self.in_toolset(Toolset::Assistant),
             _ if self.mcp_hidden().is_some() => false,
+            _ if self.synthetic() => true,
             Listing::Curated(set) => set.iter().any(|t| self.in_toolset(*t)),
             Listing::All => self.in_all(),
             Listing::Readonly => self.in_all() && self.read_only(),

@@ -97,6 +97,16 @@ mod run {
     }
 }
 
+mod search {
+    use super::*;
+
+    /// One search over every plane.
+    #[loom_op(role = "viewer", idempotent, tool = "loom_search", synthetic)]
+    pub async fn query(_cx: &OpCx, _input: Empty) -> OpResult<Done> {
+        Ok(Done { ok: true })
+    }
+}
+
 mod namespace {
     use super::*;
 
@@ -135,6 +145,7 @@ fn every_op_is_collected_in_name_order() {
             "run.begin",
             "run.peek",
             "run.trial",
+            "search.query",
         ]
     );
     let get = registry().by_tool_name("loom_memory_get").unwrap();
@@ -142,6 +153,10 @@ fn every_op_is_collected_in_name_order() {
     assert_eq!(
         registry().get("namespace.list_mine").unwrap().tool_name,
         "loom_namespace_list_mine"
+    );
+    assert_eq!(
+        registry().by_tool_name("loom_search").unwrap().name,
+        "search.query"
     );
     assert!(registry().get("memory.nope").is_none());
 }
@@ -193,20 +208,24 @@ fn rosters() {
         |l: &str| names(r.listed(Box::leak(Box::new(Listing::parse(l).unwrap())))).join(" ");
     assert_eq!(
         listed("core"),
-        "memory.apply memory.delete memory.get memory.set run.trial"
+        "memory.apply memory.delete memory.get memory.set run.trial search.query"
     );
-    assert_eq!(listed("coding"), "memory.get");
-    assert_eq!(listed("atomic"), "memory.get run.begin");
-    assert_eq!(listed("coding+atomic"), "memory.get run.begin");
-    assert_eq!(listed("tasks"), "");
+    assert_eq!(listed("coding"), "memory.get search.query");
+    assert_eq!(listed("atomic"), "memory.get run.begin search.query");
+    assert_eq!(listed("coding+atomic"), "memory.get run.begin search.query");
+    assert_eq!(
+        listed("tasks"),
+        "search.query",
+        "a synthetic tool is on every roster"
+    );
     assert_eq!(
         listed("all"),
-        "memory.apply memory.delete memory.get memory.set namespace.list_mine run.begin run.trial",
+        "memory.apply memory.delete memory.get memory.set namespace.list_mine run.begin run.trial search.query",
         "hidden ops and experimental ops no core/atomic roster lists are left out"
     );
     assert_eq!(
         listed("readonly"),
-        "memory.get namespace.list_mine run.trial"
+        "memory.get namespace.list_mine run.trial search.query"
     );
     assert_eq!(
         listed("assistant"),
@@ -380,6 +399,30 @@ fn capabilities_report_every_op() {
     let get = caps.iter().find(|c| c.op == "memory.get").unwrap();
     assert_eq!(get.toolsets, ["core", "coding", "atomic", "assistant"]);
     assert_eq!(get.effect, "read");
+    // A synthetic tool is reported as every listing but assistant's carries it.
+    let search = caps.iter().find(|c| c.op == "search.query").unwrap();
+    assert_eq!(
+        (search.tool.as_str(), search.mcp.as_str()),
+        ("loom_search", "listed")
+    );
+    assert_eq!(
+        search.toolsets,
+        ["core", "coding", "tracker", "tasks", "atomic"]
+    );
+}
+
+#[test]
+fn a_synthetic_tool_is_named_by_its_tool_wherever_it_is_listed() {
+    let text = "Prefer search.query to memory.search.";
+    let render =
+        |l: &str| crate::render::render_op_names(text, registry(), &Listing::parse(l).unwrap());
+    assert_eq!(render("core"), "Prefer loom_search to memory.search.");
+    assert_eq!(render("readonly"), "Prefer loom_search to memory.search.");
+    assert_eq!(
+        render("assistant"),
+        "Prefer search.query to loom_memory_search.",
+        "assistant lists no synthetic tool"
+    );
 }
 
 #[test]
@@ -407,6 +450,13 @@ fn json_manifest_has_the_tools_list_shape_and_a_loom_block() {
         .unwrap();
     assert_eq!(search["loom"]["mcp_visibility"], "hidden");
     assert_eq!(search["loom"]["mcp_instead"], "use loom_search");
+    let synthetic = tools.iter().find(|t| t["name"] == "loom_search").unwrap();
+    assert_eq!(synthetic["loom"]["op"], "search.query");
+    assert_eq!(synthetic["loom"]["mcp_visibility"], "listed");
+    assert_eq!(
+        synthetic["loom"]["toolsets"],
+        json!(["core", "coding", "tracker", "tasks", "atomic"])
+    );
 }
 
 #[test]

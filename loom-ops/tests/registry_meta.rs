@@ -142,7 +142,10 @@ fn roles_and_flags_follow_the_conventions() {
             .contains("namespace.list_mine")
     );
     assert!(op("namespace.list_mine").mcp_hidden().is_none());
+    // loom_search: declared on no roster, listed on every one but assistant.
     assert!(op("search.query").meta.toolsets.is_empty());
+    assert!(op("search.query").synthetic());
+    assert_eq!(op("search.query").toolsets(), Toolset::CURATED);
 }
 
 #[test]

@@ -5,11 +5,12 @@ use serde_json::{Value, json};
 
 use crate::registry::{Op, Registry};
 
-/// `listed` (some roster lists it), `callable` (by name only) or `hidden`.
+/// `listed` (some roster lists it, or it is a synthetic tool), `callable`
+/// (by name only) or `hidden`.
 pub fn mcp_visibility(op: &Op) -> &'static str {
     if op.mcp_hidden().is_some() {
         "hidden"
-    } else if op.meta.toolsets.is_empty() {
+    } else if op.toolsets().is_empty() {
         "callable"
     } else {
         "listed"
@@ -30,7 +31,7 @@ pub fn json_manifest(registry: &Registry) -> Value {
                 "idempotent": op.meta.idempotent,
                 "audit": op.meta.audit,
                 "mcp_visibility": mcp_visibility(op),
-                "toolsets": op.meta.toolsets.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+                "toolsets": op.toolsets().iter().map(|t| t.as_str()).collect::<Vec<_>>(),
                 "maturity": op.meta.maturity.as_str(),
                 "input_model": op.input_model,
                 "output_model": op.output_model,

@@ -23,6 +23,7 @@ pub(crate) const KEYS: &[&str] = &[
     "rate",
     "run_scoped",
     "tool",
+    "synthetic",
 ];
 
 /// A key's value and the span of the key that set it.
@@ -70,6 +71,7 @@ pub(crate) struct OpAttr {
     pub(crate) rate: Slot<LitStr>,
     pub(crate) run_scoped: Slot<LitBool>,
     pub(crate) tool: Slot<LitStr>,
+    pub(crate) synthetic: Slot<()>,
 }
 
 pub(crate) fn parse(cx: &mut Ctxt, tokens: TokenStream) -> OpAttr {
@@ -99,6 +101,7 @@ fn parse_key(cx: &mut Ctxt, attr: &mut OpAttr, meta: ParseNestedMeta<'_>) -> syn
         "audit" => flag(cx, &mut attr.audit, &key, &meta)?,
         "writes" => flag(cx, &mut attr.writes, &key, &meta)?,
         "destructive" => flag(cx, &mut attr.destructive, &key, &meta)?,
+        "synthetic" => flag(cx, &mut attr.synthetic, &key, &meta)?,
         "toolsets" => {
             let mut list = Vec::new();
             meta.parse_nested_meta(|inner| {

@@ -25,6 +25,7 @@ pub(crate) struct ValidatedOpAttr {
     pub(crate) rate: Option<Ident>,
     pub(crate) run_scoped: bool,
     pub(crate) tool: Option<LitStr>,
+    pub(crate) synthetic: bool,
 }
 
 /// A string literal naming a value of a closed set, as an ident spanned on
@@ -139,6 +140,30 @@ pub(crate) fn validate(cx: &mut Ctxt, raw: OpAttr, func: &ItemFn) -> Option<Vali
         }
     }
 
+    // A synthetic tool is listed by the transport on every listing but
+    // assistant's, under its own name: rosters and hiding would contradict it.
+    let synthetic = raw.synthetic.value.as_ref().map(|(span, ())| *span);
+    if let Some(span) = synthetic {
+        if tool.is_none() {
+            cx.push(syn::Error::new(
+                span,
+                "a synthetic tool needs its tool name: add `tool = \"loom_…\"`",
+            ));
+        }
+        if let Some(listed) = toolsets.first() {
+            cx.error_spanned_by(
+                listed,
+                format!("a synthetic tool is listed on every toolset but `assistant`; remove `{listed}` or `synthetic`"),
+            );
+        }
+        if let Some(lit) = &mcp_hidden {
+            cx.error_spanned_by(
+                lit,
+                "a synthetic tool is listed on MCP; remove `mcp_hidden` or `synthetic`",
+            );
+        }
+    }
+
     Some(ValidatedOpAttr {
         name: raw.name.get().cloned(),
         role: role?,
@@ -153,5 +178,6 @@ pub(crate) fn validate(cx: &mut Ctxt, raw: OpAttr, func: &ItemFn) -> Option<Vali
         rate,
         run_scoped: raw.run_scoped.get().is_none_or(|b| b.value),
         tool,
+        synthetic: synthetic.is_some(),
     })
 }

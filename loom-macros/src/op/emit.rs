@@ -70,6 +70,7 @@ pub(crate) fn entry(attr: &ValidatedOpAttr, handler: &Handler, func: &ItemFn) ->
     };
     let mcp = match &attr.mcp_hidden {
         Some(instead) => quote!(#lp::McpVisibility::Hidden { instead: #instead }),
+        None if attr.synthetic => quote!(#lp::McpVisibility::Synthetic),
         None => quote!(#lp::McpVisibility::Callable),
     };
     let tool = match &attr.tool {

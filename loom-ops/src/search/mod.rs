@@ -66,7 +66,13 @@ async fn namespaces(store: &Store, cx: &OpCx) -> OpResult<Vec<String>> {
 /// come from your namespace and your other memory namespaces, ranked by
 /// text match, recency, pins and recall counts; explain: true shows the
 /// parts. To read one memory by key use memory.get.
-#[loom_op(role = "viewer", idempotent, rate = "heavy", tool = "loom_search")]
+#[loom_op(
+    role = "viewer",
+    idempotent,
+    rate = "heavy",
+    tool = "loom_search",
+    synthetic
+)]
 async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     let store = cx.service::<Store>()?;
     let top_k = input

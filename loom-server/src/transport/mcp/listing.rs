@@ -102,9 +102,10 @@ impl Listings {
     }
 }
 
-/// Whether the connection's listing carries this op as its own tool.
+/// Whether the connection's listing carries this op as its own tool (a
+/// synthetic one, `search.query`, is listed with the synthetic tools).
 pub fn lists(op: &Op, listing: &Listing) -> bool {
-    op.name != SEARCH_OP && op.listed_on(listing)
+    !op.synthetic() && op.listed_on(listing)
 }
 
 fn build(
@@ -300,7 +301,7 @@ fn synthetic_tools(
     let routed = registry
         .ops()
         .iter()
-        .filter(|op| op.name != SEARCH_OP && !lists(op, listing) && loom_op_routes(op, listing))
+        .filter(|op| !op.listed_on(listing) && loom_op_routes(op, listing))
         .count();
     about.push_str(&format!(
         " {routed} ops are reachable this way; ops.capabilities lists them all."

@@ -46,15 +46,12 @@ pub async fn call(mcp: &Mcp, conn: &Connection, _id: &Id, mut params: Value) -> 
             Ok(tool_result(json, None, conn.revision))
         }
         LOOM_OP => loom_op(mcp, conn, args).await,
-        _ => match registry
-            .by_tool_name(name)
-            .filter(|op| op.name != SEARCH_OP)
-        {
+        _ => match registry.by_tool_name(name).filter(|op| !op.synthetic()) {
             None => {
                 let tools: Vec<String> = registry
                     .ops()
                     .iter()
-                    .filter(|op| op.name != SEARCH_OP && op.mcp_hidden().is_none())
+                    .filter(|op| !op.synthetic() && op.mcp_hidden().is_none())
                     .map(|op| op.tool_name.clone())
                     .chain([LOOM_SEARCH, LOOM_ACTIVATE, LOOM_OP].map(String::from))
                     .collect();
@@ -88,9 +85,7 @@ async fn assistant_call(mcp: &Mcp, conn: &Connection, name: &str, args: Value) -
     .with_detail("tool", name);
     let op = match name {
         LOOM_SEARCH => registry.get(SEARCH_OP),
-        _ => registry
-            .by_tool_name(name)
-            .filter(|op| op.name != SEARCH_OP),
+        _ => registry.by_tool_name(name).filter(|op| !op.synthetic()),
     };
     match op {
         Some(op) if op.listed_on(&Listing::Assistant) => {
@@ -545,9 +540,8 @@ fn help(mcp: &Mcp, listing: &Listing, query: &str) -> Value {
                 "required": op.validator().required(),
                 "optional": op.validator().optional(),
             });
-            // loom_search is search.query's own tool, listed everywhere
-            // but on assistant.
-            if lists(op, listing) || (op.name == SEARCH_OP && *listing != Listing::Assistant) {
+            // Listed as its own tool, or as a synthetic one (loom_search).
+            if op.listed_on(listing) {
                 entry["tool"] = op.tool_name.clone().into();
             }
             entry
