@@ -453,6 +453,25 @@ async fn calls_write_read_and_shape_results() {
             get["structuredContent"]["agent"], "cursor",
             "the client's name is the agent"
         );
+        assert_eq!(get["structuredContent"].get("content_hash"), None, "lean");
+        // What a call asks for by name is not trimmed away.
+        let asked = c
+            .call(
+                "loom_memory_get",
+                json!({"memory_key": "deploy_window", "fields": ["content_hash"], "include_recall_breakdown": true}),
+            )
+            .await;
+        assert_eq!(
+            asked["structuredContent"]["content_hash"]
+                .as_str()
+                .map(str::len),
+            Some(64),
+            "{asked}"
+        );
+        assert!(
+            asked["structuredContent"]["recall_breakdown"].is_object(),
+            "{asked}"
+        );
         // idempotency over MCP: _idempotency_key replays without a second write
         let args = json!({"memory_key": "k2", "content": "v1", "_idempotency_key": "abc-1"});
         let first = c.call("loom_memory_set", args.clone()).await;
@@ -928,6 +947,11 @@ async fn full_profile_results_conform_to_their_listed_output_schema() {
             (
                 "loom_memory_get",
                 json!({"memory_key": "a", "explain": true}),
+                true,
+            ),
+            (
+                "loom_memory_get",
+                json!({"memory_key": "a", "fields": ["content_hash"], "include_recall_breakdown": true}),
                 true,
             ),
             ("loom_memory_history", json!({"memory_key": "a"}), true),

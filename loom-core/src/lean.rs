@@ -30,6 +30,24 @@ pub const DIAGNOSTIC_KEYS: &[&str] = &[
     "timings",
 ];
 
+/// Whether a call's arguments ask for a diagnostic by name: a `fields`
+/// entry that is one (`content_hash`), or an `include_` flag set for one
+/// (`include_recall_breakdown`). Such a call gets the full shape, as
+/// `explain: true` does: what a caller asked for is not trimmed away.
+pub fn asks_for_diagnostics(args: &serde_json::Map<String, Value>) -> bool {
+    args.iter().any(|(k, v)| match k.strip_prefix("include_") {
+        Some(name) => v == &Value::Bool(true) && DIAGNOSTIC_KEYS.contains(&name),
+        None => {
+            k == "fields"
+                && v.as_array().is_some_and(|fields| {
+                    fields
+                        .iter()
+                        .any(|f| f.as_str().is_some_and(|f| DIAGNOSTIC_KEYS.contains(&f)))
+                })
+        }
+    })
+}
+
 fn is_empty(v: &Value) -> bool {
     match v {
         Value::Null => true,
@@ -399,6 +417,20 @@ mod tests {
                 "count": 1
             })
         );
+    }
+
+    #[test]
+    fn a_diagnostic_asked_for_by_name_asks_for_the_full_shape() {
+        let asks = |v: Value| asks_for_diagnostics(v.as_object().unwrap());
+        assert!(asks(
+            json!({"memory_key": "k", "include_recall_breakdown": true})
+        ));
+        assert!(asks(json!({"fields": ["content", "content_hash"]})));
+        assert!(!asks(json!({"include_recall_breakdown": false})));
+        assert!(!asks(
+            json!({"fields": ["content"], "include_history": true})
+        ));
+        assert!(!asks(json!({"memory_key": "content_hash"})));
     }
 
     #[test]

@@ -235,7 +235,8 @@ fn with_next_step(mcp: &Mcp, conn: &Connection, op: &Op, e: &LoomError) -> LoomE
 
 /// Takes the MCP-only keys out of the arguments: `_idempotency_key` /
 /// `idempotency_key` (MCP has no header for it) and, for an op whose input
-/// has no `explain`, the `explain` shaping flag.
+/// has no `explain`, the `explain` shaping flag; answers whether the call
+/// gets the full shape (`explain: true`, or a diagnostic asked for by name).
 fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomError> {
     let validator = op.validator();
     let Value::Object(mut map) = args else {
@@ -271,7 +272,8 @@ fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomEr
             .and_then(|v| v.as_bool())
             .unwrap_or(false)
     };
-    Ok((Value::Object(map), key, explain))
+    let full = explain || loom_core::lean::asks_for_diagnostics(&map);
+    Ok((Value::Object(map), key, full))
 }
 
 /// A pipeline request for `op` from this connection: its caller, session,
