@@ -585,6 +585,17 @@ async fn update_changes_only_what_it_names_and_checks_if_version() {
             "RESOURCE_NOT_FOUND",
             "{n}"
         );
+        // An update changes content as a set does: its audit rows say so.
+        assert_eq!(
+            h.audit("memory.update").await,
+            [
+                "ok",
+                "VERSION_CONFLICT",
+                "INVALID_ARGUMENTS",
+                "RESOURCE_NOT_FOUND"
+            ],
+            "{n}"
+        );
     }
 }
 
@@ -682,6 +693,8 @@ async fn pins_refuse_delete_and_soft_delete_keeps_history() {
             ["PINNED_CONFLICT", "ok"],
             "{n}"
         );
+        assert_eq!(h.audit("memory.pin").await, ["ok"], "{n}");
+        assert_eq!(h.audit("memory.unpin").await, ["ok"], "{n}");
         // setting it again brings it back as a new version
         let back = h
             .call(
@@ -1522,5 +1535,272 @@ async fn get_serves_the_callers_row_else_the_newest_else_the_first_agent() {
         .unwrap();
         stamp("carol", 9_000_000_000_000).await.unwrap();
         assert_eq!(served().await, AGENT, "{n}: the caller's own");
+    }
+}
+
+#[tokio::test]
+async fn a_pinned_memory_takes_no_expiry() {
+    let later = rfc3339(loom_ops::store::now_ms() + 3_600_000);
+    let past = "2000-01-01T00:00:00Z";
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "pinned", "content": "keep me", "expires_at": later}),
+        )
+        .await
+        .unwrap();
+        h.call("memory.pin", json!({"memory_key": "pinned"}))
+            .await
+            .unwrap();
+        let got = h
+            .call("memory.get", json!({"memory_key": "pinned"}))
+            .await
+            .unwrap();
+        assert_eq!(got.get("expires_at"), None, "pinning removes it: {n}");
+        for (op, args) in [
+            (
+                "memory.update",
+                json!({"memory_key": "pinned", "expires_at": past}),
+            ),
+            (
+                "memory.set",
+                json!({"memory_key": "pinned", "content": "keep me", "expires_at": past}),
+            ),
+            (
+                "memory.set",
+                json!({"memory_key": "pinned", "content": "new", "expires_at": later}),
+            ),
+        ] {
+            assert_eq!(code(h.call(op, args).await), "PINNED_CONFLICT", "{op} {n}");
+        }
+        assert_eq!(
+            content_of(&h, AGENT, "pinned").await.unwrap(),
+            ("keep me".into(), 2, 0, 1, 0),
+            "nothing written: {n}"
+        );
+        // A write that names no expiry, or removes it, still lands.
+        let done = h
+            .call(
+                "memory.set",
+                json!({"memory_key": "pinned", "content": "still pinned", "expires_at": null}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(done["version"], 3, "{n}");
+    }
+}
+
+#[tokio::test]
+async fn an_expiry_stays_unless_a_write_names_it_and_null_removes_it() {
+    let later = rfc3339(loom_ops::store::now_ms() + 3_600_000);
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "e", "content": "for an hour", "expires_at": later, "labels": ["a"]}),
+        )
+        .await
+        .unwrap();
+        let again = h
+            .call(
+                "memory.set",
+                json!({"memory_key": "e", "content": "for an hour"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (again["changed"].clone(), again["version"].clone()),
+            (json!(false), json!(1)),
+            "the same content changes nothing: {n}"
+        );
+        let expiry = |v: Value| v.get("expires_at").cloned();
+        h.call(
+            "memory.update",
+            json!({"memory_key": "e", "content": "still for an hour"}),
+        )
+        .await
+        .unwrap();
+        let got = h
+            .call("memory.get", json!({"memory_key": "e"}))
+            .await
+            .unwrap();
+        assert_eq!(expiry(got), Some(json!(later)), "{n}");
+        h.call(
+            "memory.update",
+            json!({"memory_key": "e", "expires_at": null}),
+        )
+        .await
+        .unwrap();
+        let got = h
+            .call("memory.get", json!({"memory_key": "e"}))
+            .await
+            .unwrap();
+        assert_eq!(expiry(got.clone()), None, "{n}");
+        assert_eq!(got["version"], 3, "{n}");
+    }
+}
+
+#[tokio::test]
+async fn label_filters_match_labels_as_written() {
+    for h in common::all().await {
+        let n = h.name();
+        for (key, label) in [
+            ("case/lower", "temp"),
+            ("case/upper", "TEMP"),
+            ("case/other", "temp_x"),
+        ] {
+            h.call(
+                "memory.set",
+                json!({"memory_key": key, "content": key, "labels": [label]}),
+            )
+            .await
+            .unwrap();
+        }
+        let planned = h
+            .call(
+                "memory.apply",
+                json!({"action": "delete", "filter": {"labels": ["temp"]}, "dry_run": true}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(planned["memory_keys"], json!(["case/lower"]), "{n}");
+        let listed = h
+            .call("memory.list", json!({"labels": ["TEMP"]}))
+            .await
+            .unwrap();
+        let keys: Vec<&str> = listed["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["memory_key"].as_str().unwrap())
+            .collect();
+        assert_eq!(keys, ["case/upper"], "{n}");
+    }
+}
+
+#[tokio::test]
+async fn a_source_longer_than_two_kib_is_refused() {
+    for h in common::all().await {
+        let n = h.name();
+        let long = "s".repeat(2049);
+        let refused = h
+            .call(
+                "memory.set",
+                json!({"memory_key": "src", "content": "x", "source": long}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (refused.code().as_str(), refused.detail()["field"].clone()),
+            ("INVALID_ARGUMENTS", json!("source")),
+            "{n}"
+        );
+        assert!(content_of(&h, AGENT, "src").await.is_none(), "{n}");
+        h.call(
+            "memory.set",
+            json!({"memory_key": "src", "content": "x", "source": "s".repeat(2048)}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            code(
+                h.call(
+                    "memory.update",
+                    json!({"memory_key": "src", "source": "s".repeat(4096)})
+                )
+                .await
+            ),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_lock_refusal_names_the_agent_holding_it() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "shared", "content": "mine"}),
+        )
+        .await
+        .unwrap();
+        h.call_as(
+            "other-agent",
+            "memory.set",
+            json!({"memory_key": "shared", "content": "theirs"}),
+        )
+        .await
+        .unwrap();
+        h.call_as(
+            "other-agent",
+            "memory.lock",
+            json!({"memory_key": "shared"}),
+        )
+        .await
+        .unwrap();
+        for (op, args) in [
+            (
+                "memory.set",
+                json!({"memory_key": "shared", "content": "mine 2"}),
+            ),
+            (
+                "memory.update",
+                json!({"memory_key": "shared", "content": "mine 2"}),
+            ),
+            ("memory.delete", json!({"memory_key": "shared"})),
+        ] {
+            let e = h.call(op, args).await.unwrap_err();
+            assert_eq!(e.code().as_str(), "LOCKED", "{op} {n}");
+            assert_eq!(e.detail()["locked_by"], "other-agent", "{op} {n}");
+            assert!(
+                e.message().contains("other-agent"),
+                "{op} {n}: {}",
+                e.message()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn apply_holds_the_rows_it_plans_on_against_concurrent_updates() {
+    for h in common::all().await {
+        let n = h.name();
+        let keys: Vec<String> = (0..200).map(|i| format!("bulk/{i:04}")).collect();
+        for key in &keys {
+            h.call("memory.set", json!({"memory_key": key, "content": "v1"}))
+                .await
+                .unwrap();
+        }
+        // Updates of the rows the apply plans on, interleaved with it: each
+        // lands before or after the apply, never under it.
+        let updates = futures_util::future::join_all(
+            keys.iter()
+                .step_by(10)
+                .map(|key| h.call("memory.update", json!({"memory_key": key, "content": "v2"}))),
+        );
+        let apply = h.call(
+            "memory.apply",
+            json!({"action": "label", "labels": ["bulk"], "filter": {"key_prefix": "bulk/"}}),
+        );
+        let (updates, applied) = tokio::join!(updates, apply);
+        let applied = applied.unwrap_or_else(|e| panic!("{n}: {e:?}"));
+        assert_eq!(applied["changed"].as_array().unwrap().len(), 200, "{n}");
+        for (key, update) in keys.iter().step_by(10).zip(updates) {
+            // An update after the apply found the label on; one before it
+            // was planned on. Either way both changes are on the row.
+            update.unwrap_or_else(|e| panic!("{key} {n}: {e:?}"));
+            let got = h
+                .call("memory.get", json!({"memory_key": key}))
+                .await
+                .unwrap();
+            assert_eq!(
+                (got["content"].clone(), got["labels"].clone()),
+                (json!("v2"), json!(["bulk"])),
+                "{key} {n}"
+            );
+        }
     }
 }

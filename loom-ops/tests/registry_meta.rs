@@ -106,7 +106,10 @@ fn roles_and_flags_follow_the_conventions() {
         (Role::Writer, true, true)
     );
     for name in [
+        "memory.update",
         "memory.delete",
+        "memory.pin",
+        "memory.unpin",
         "memory.apply",
         "memory.lock",
         "blacklist.add",

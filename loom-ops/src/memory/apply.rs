@@ -142,6 +142,8 @@ pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<App
         key_prefix: f.key_prefix.as_deref().filter(|p| !p.is_empty()),
         labels: &labels,
         updated_before: before,
+        // A dry run changes nothing: it need not hold up other writers.
+        for_update: !input.dry_run,
     };
     let rows = matching(tx.conn(), cx, &filter, now).await?;
     // A lock holds its key, whichever agent's row carries it.

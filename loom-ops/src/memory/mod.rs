@@ -27,7 +27,8 @@ use crate::outcome::audited;
 use crate::store::Store;
 
 /// Stores a memory under memory_key, creating it or writing a new version;
-/// setting the content it already holds changes nothing. Use it to remember
+/// setting the content it already holds changes nothing. Fields left out
+/// keep their values (expires_at null removes the expiry). Use it to remember
 /// a fact, decision, procedure or preference; to change part of an existing
 /// memory (or guard against concurrent edits with if_version) use
 /// memory.update.
@@ -38,12 +39,13 @@ async fn set(cx: &OpCx, input: MemorySet) -> OpResult<MemoryWritten> {
 }
 
 /// Changes part of an existing memory (content, kind, labels, source,
-/// expires_at) as a new version. Pass if_version to refuse with
-/// VERSION_CONFLICT when someone changed it since you read it. To create a
-/// memory use memory.set.
-#[loom_op(role = "writer", idempotent, toolsets(core, coding))]
+/// expires_at; expires_at null removes the expiry) as a new version. Pass
+/// if_version to refuse with VERSION_CONFLICT when someone changed it since
+/// you read it. To create a memory use memory.set.
+#[loom_op(role = "writer", audit, idempotent, toolsets(core, coding))]
 async fn update(cx: &OpCx, input: MemoryUpdate) -> OpResult<MemoryWritten> {
-    write::update(cx.service::<Store>()?, cx, input).await
+    let store = cx.service::<Store>()?;
+    audited(store, cx, write::update(store, cx, input).await).await
 }
 
 /// Reads one memory by memory_key: the caller's own, else any agent's.
@@ -79,16 +81,28 @@ async fn delete(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
 
 /// Pins a memory: it ranks higher in search and context packs (a fixed
 /// boost, ahead of unpinned matches as good or a little better) and cannot
-/// be deleted until memory.unpin.
-#[loom_op(role = "writer", toolsets(core))]
+/// be deleted or expired until memory.unpin (pinning removes its expiry).
+#[loom_op(role = "writer", audit, toolsets(core))]
 async fn pin(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
-    write::change(cx.service::<Store>()?, cx, input, Change::Pin).await
+    let store = cx.service::<Store>()?;
+    audited(
+        store,
+        cx,
+        write::change(store, cx, input, Change::Pin).await,
+    )
+    .await
 }
 
 /// Unpins a memory pinned with memory.pin.
-#[loom_op(role = "writer")]
+#[loom_op(role = "writer", audit)]
 async fn unpin(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
-    write::change(cx.service::<Store>()?, cx, input, Change::Unpin).await
+    let store = cx.service::<Store>()?;
+    audited(
+        store,
+        cx,
+        write::change(store, cx, input, Change::Unpin).await,
+    )
+    .await
 }
 
 /// Locks a memory: every change to its key (memory.set, update, delete,

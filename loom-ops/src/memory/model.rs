@@ -58,6 +58,16 @@ pub struct MemoryWritten {
     pub content_hash: String,
 }
 
+/// A field where `null` (remove the value) is told apart from leaving the
+/// field out (keep it): `Some(None)` and `None`.
+fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
 /// Arguments of `memory.set`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -70,10 +80,13 @@ pub struct MemorySet {
     pub kind: Option<String>,
     /// Labels (replace the current ones).
     pub labels: Option<Vec<String>>,
-    /// Where the content came from.
+    /// Where the content came from (at most 2 KiB).
     pub source: Option<String>,
-    /// RFC 3339 time after which it is no longer served.
-    pub expires_at: Option<String>,
+    /// RFC 3339 time after which it is no longer served; null removes the
+    /// expiry, left out keeps the current one. A pinned memory takes none.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schemars(with = "Option<String>")]
+    pub expires_at: Option<Option<String>>,
     /// The namespace (default: the caller's).
     pub namespace: Option<String>,
     /// The agent (default: the caller).
@@ -94,10 +107,13 @@ pub struct MemoryUpdate {
     pub kind: Option<String>,
     /// New labels (replace the current ones).
     pub labels: Option<Vec<String>>,
-    /// New source.
+    /// New source (at most 2 KiB).
     pub source: Option<String>,
-    /// New expiry (RFC 3339).
-    pub expires_at: Option<String>,
+    /// New expiry (RFC 3339); null removes the expiry. A pinned memory
+    /// takes none.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schemars(with = "Option<String>")]
+    pub expires_at: Option<Option<String>>,
     /// The namespace (default: the caller's).
     pub namespace: Option<String>,
     /// The agent (default: the caller).

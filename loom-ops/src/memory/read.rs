@@ -345,6 +345,7 @@ pub async fn list(store: &Store, cx: &OpCx, input: MemoryList) -> OpResult<Memor
         key_prefix: input.key_prefix.as_deref().filter(|p| !p.is_empty()),
         labels: &labels,
         updated_before: None,
+        for_update: false,
     };
     let rows = sql::list(
         &mut conn,

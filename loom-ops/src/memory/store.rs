@@ -281,9 +281,9 @@ impl Row {
     }
 }
 
-/// [`set_guards`]' statement: a row `(0, count of locked rows)`, then
-/// `(1, pattern)` per blacklist pattern in order.
-const SET_GUARDS: &str = "SELECT CAST(0 AS BIGINT) AS part, CAST(COUNT(*) AS TEXT) AS value FROM memories \
+/// [`set_guards`]' statement: a row `(0, the agent of a locked row, or
+/// '')`, then `(1, pattern)` per blacklist pattern in order.
+const SET_GUARDS: &str = "SELECT CAST(0 AS BIGINT) AS part, COALESCE(MIN(agent), '') AS value FROM memories \
      WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND locked = 1 \
      UNION ALL \
      SELECT CAST(1 AS BIGINT), pattern FROM blacklist WHERE org = $1 AND namespace = $2 \
@@ -291,13 +291,13 @@ const SET_GUARDS: &str = "SELECT CAST(0 AS BIGINT) AS part, CAST(COUNT(*) AS TEX
 
 /// What a `memory.set` of `key` must respect, in one statement (on SQLite
 /// every statement of a write is a round trip the other writes wait on):
-/// whether any agent's row of the key is locked, and the namespace's
+/// the agent whose row of the key is locked, if any, and the namespace's
 /// blacklist patterns in order.
 pub async fn set_guards(
     conn: &mut AnyConnection,
     cx: &OpCx,
     key: &str,
-) -> OpResult<(bool, Vec<String>)> {
+) -> OpResult<(Option<String>, Vec<String>)> {
     let rows: Vec<(i64, String)> = sqlx::query_as(SET_GUARDS)
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
@@ -308,11 +308,15 @@ pub async fn set_guards(
     Ok(guards(rows))
 }
 
-/// Whether any agent's row of `key` is locked: a lock holds the key, not
-/// one row of it, for every change but lock and unlock.
-pub async fn key_locked(conn: &mut AnyConnection, cx: &OpCx, key: &str) -> OpResult<bool> {
-    let (n,): (i64,) = sqlx::query_as(
-        "SELECT CAST(COUNT(*) AS BIGINT) FROM memories \
+/// The agent whose row of `key` is locked, if any: a lock holds the key,
+/// not one row of it, for every change but lock and unlock.
+pub async fn lock_holder(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    key: &str,
+) -> OpResult<Option<String>> {
+    let (holder,): (Option<String>,) = sqlx::query_as(
+        "SELECT MIN(agent) FROM memories \
          WHERE org = $1 AND namespace = $2 AND memory_key = $3 AND locked = 1",
     )
     .bind(&cx.scope.org)
@@ -321,7 +325,7 @@ pub async fn key_locked(conn: &mut AnyConnection, cx: &OpCx, key: &str) -> OpRes
     .fetch_one(conn)
     .await
     .map_err(db_error)?;
-    Ok(n > 0)
+    Ok(holder)
 }
 
 /// The keys of the namespace a row of which is locked (what
@@ -343,25 +347,25 @@ pub async fn locked_keys(
     Ok(rows.into_iter().map(|(k,)| k).collect())
 }
 
-/// [`SET_GUARDS`]' rows as (any row locked, the patterns).
-fn guards(rows: Vec<(i64, String)>) -> (bool, Vec<String>) {
-    let mut locked = false;
+/// [`SET_GUARDS`]' rows as (the lock's holder, the patterns).
+fn guards(rows: Vec<(i64, String)>) -> (Option<String>, Vec<String>) {
+    let mut holder = None;
     let mut patterns = Vec::new();
     for (part, value) in rows {
         match part {
-            0 => locked = value != "0",
+            0 => holder = Some(value).filter(|agent| !agent.is_empty()),
             _ => patterns.push(value),
         }
     }
-    (locked, patterns)
+    (holder, patterns)
 }
 
 /// What `memory.set` reads before it writes: whether the key is locked,
 /// the blacklist's patterns and the caller's own row ([`set_guards`] and
 /// [`own`] in a write, [`set_view_inline`] on the calling thread).
 pub struct SetView {
-    /// Whether any agent's row of the key is locked.
-    pub locked: bool,
+    /// The agent whose row of the key is locked, if any.
+    pub locked_by: Option<String>,
     /// The namespace's blacklist patterns, in order.
     pub patterns: Vec<String>,
     /// The caller's own row, deleted or not.
@@ -395,10 +399,14 @@ pub fn set_view_inline(store: &Store, cx: &OpCx, key: &str) -> Option<OpResult<S
         let (org, namespace) = (&cx.scope.org, &cx.scope.namespace);
         let rows = all_rows(conn, &KEY_ROWS, &[org, namespace, &key], Row::from_sqlite)?;
         let patterns = all_rows(conn, PATTERNS, &[org, namespace], |r| r.get(0))?;
-        let locked = rows.iter().any(|r| r.locked != 0);
+        let locked_by = rows
+            .iter()
+            .filter(|r| r.locked != 0)
+            .map(|r| r.agent.clone())
+            .min();
         let own = rows.into_iter().find(|r| r.agent == cx.scope.agent);
         Ok(SetView {
-            locked,
+            locked_by,
             patterns,
             own,
         })
@@ -1101,15 +1109,11 @@ pub async fn list(
         );
     }
     for label in filter.labels {
-        // labels are stored as a JSON array: match the quoted label, `_` escaped
-        let quoted = serde_json::Value::from(label.as_str())
-            .to_string()
-            .replace('_', "\\_");
-        push(
-            &mut sql,
-            " AND labels LIKE ? ESCAPE '\\'",
-            format!("%{quoted}%"),
-        );
+        // Labels are stored as a JSON array: the row holds the quoted label.
+        // Not LIKE, which ignores case on SQLite (and not PostgreSQL): a
+        // label is matched as written on both.
+        let quoted = serde_json::Value::from(label.as_str()).to_string();
+        push(&mut sql, " AND replace(labels, ?, '') <> labels", quoted);
     }
     if let Some(before) = filter.updated_before {
         push(
@@ -1119,6 +1123,9 @@ pub async fn list(
         );
     }
     sql.push_str(&format!(" ORDER BY memory_key, agent LIMIT ${n}"));
+    if filter.for_update && Backend::of(conn) == Backend::Postgres {
+        sql.push_str(" FOR UPDATE");
+    }
     let mut q = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql))
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
@@ -1144,4 +1151,8 @@ pub struct ListFilter<'a> {
     pub labels: &'a [String],
     /// Rows last changed before this (ms).
     pub updated_before: Option<i64>,
+    /// Hold the rows read until the transaction ends, so that a change
+    /// planned on them cannot lose a race with a write of one (PostgreSQL;
+    /// SQLite's one writer holds the whole store already).
+    pub for_update: bool,
 }

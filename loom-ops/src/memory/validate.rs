@@ -7,6 +7,8 @@ use sha2::{Digest, Sha256};
 pub const MAX_KEY_BYTES: usize = 256;
 /// The longest content, in bytes (64 KiB).
 pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
+/// The longest source, in bytes (2 KiB: a long URL or path).
+pub const MAX_SOURCE_BYTES: usize = 2 * 1024;
 /// The most labels on one memory.
 pub const MAX_LABELS: usize = 32;
 /// The kind a memory gets when none is named.
@@ -118,20 +120,58 @@ pub fn time(field: &str, s: &str) -> OpResult<i64> {
         })
 }
 
-/// What a write may name besides the content, checked: the kind, the
-/// labels and `expires_at` (as milliseconds), each `None` when not named.
-pub type Fields = (Option<String>, Option<Vec<String>>, Option<i64>);
+/// What a write does to a memory's expiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry {
+    /// `expires_at` left out: the live row's expiry stays.
+    Keep,
+    /// `expires_at: null`: no expiry.
+    Clear,
+    /// An expiry, as milliseconds.
+    At(i64),
+}
 
-/// Checks [`Fields`] (`memory.set`, `memory.update`).
+impl Expiry {
+    /// The expiry a row gets over `cur`'s (`None` for a new row); a row
+    /// not served at `now` (deleted or expired) starts without one.
+    pub fn over(self, cur: Option<i64>, now: i64) -> Option<i64> {
+        match self {
+            Expiry::Keep => cur.filter(|e| *e > now),
+            Expiry::Clear => None,
+            Expiry::At(ms) => Some(ms),
+        }
+    }
+}
+
+/// What a write may name besides the content, checked: the kind and the
+/// labels (each `None` when not named) and the expiry.
+pub type Fields = (Option<String>, Option<Vec<String>>, Expiry);
+
+/// Checks [`Fields`] and the source (`memory.set`, `memory.update`).
 pub fn fields(
     kind: Option<&str>,
     labels: Option<&[String]>,
-    expires_at: Option<&str>,
+    source: Option<&str>,
+    expires_at: Option<Option<&str>>,
 ) -> OpResult<Fields> {
+    if let Some(source) = source.filter(|s| s.len() > MAX_SOURCE_BYTES) {
+        return Err(invalid(
+            "source",
+            format!(
+                "source is {} bytes; at most {MAX_SOURCE_BYTES}",
+                source.len()
+            ),
+        ));
+    }
+    let expiry = match expires_at {
+        None => Expiry::Keep,
+        Some(None) => Expiry::Clear,
+        Some(Some(s)) => Expiry::At(time("expires_at", s)?),
+    };
     Ok((
         kind.map(self::kind).transpose()?,
         labels.map(self::labels).transpose()?,
-        expires_at.map(|s| time("expires_at", s)).transpose()?,
+        expiry,
     ))
 }
 

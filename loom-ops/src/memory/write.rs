@@ -4,7 +4,7 @@ use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 
 use super::model::{MemoryKey, MemorySet, MemoryUpdate, MemoryWritten};
 use super::store::{self as sql, Row};
-use super::validate;
+use super::validate::{self, Expiry};
 use crate::blacklist::store as blacklist;
 use crate::scope::{require_namespace, require_namespace_in};
 use crate::store::{Store, now_ms};
@@ -23,10 +23,25 @@ pub fn not_found(cx: &OpCx, key: &str) -> LoomError {
 }
 
 /// `LOCKED` for a key.
-pub fn locked(key: &str) -> LoomError {
+/// `LOCKED`, naming the agent whose row holds the lock: only an unlock
+/// that names that agent releases it.
+pub fn locked(key: &str, holder: &str) -> LoomError {
     LoomError::new(
         ErrorCode::Locked,
-        format!("{key} is locked; memory.unlock it first. Nothing was written"),
+        format!(
+            "{key} is locked by agent {holder}; memory.unlock it with agent {holder:?} first. \
+             Nothing was written"
+        ),
+    )
+    .with_detail("memory_key", key)
+    .with_detail("locked_by", holder)
+}
+
+/// `PINNED_CONFLICT`: a pinned memory is neither deleted nor expired.
+fn pinned(key: &str, refused: &str) -> LoomError {
+    LoomError::new(
+        ErrorCode::PinnedConflict,
+        format!("{key} is pinned; memory.unpin it before {refused}. Nothing was written"),
     )
     .with_detail("memory_key", key)
 }
@@ -58,7 +73,7 @@ struct SetValues {
     kind: Option<String>,
     labels: Option<Vec<String>>,
     source: Option<String>,
-    expires_ms: Option<i64>,
+    expiry: Expiry,
     hash: String,
 }
 
@@ -72,14 +87,23 @@ enum Plan {
     Unchanged(Row),
 }
 
+/// A pinned memory takes no expiry (pinning removes one).
+fn refuse_expiring_a_pin(cur: &Row, expiry: Expiry) -> OpResult<()> {
+    if cur.pinned != 0 && matches!(expiry, Expiry::At(_)) {
+        return Err(pinned(&cur.memory_key, "giving it an expiry"));
+    }
+    Ok(())
+}
+
 impl SetValues {
     fn check(input: MemorySet) -> OpResult<SetValues> {
         validate::key("memory_key", &input.memory_key)?;
         validate::content(&input.content)?;
-        let (kind, labels, expires_ms) = validate::fields(
+        let (kind, labels, expiry) = validate::fields(
             input.kind.as_deref(),
             input.labels.as_deref(),
-            input.expires_at.as_deref(),
+            input.source.as_deref(),
+            input.expires_at.as_ref().map(Option::as_deref),
         )?;
         Ok(SetValues {
             hash: validate::content_hash(&input.content),
@@ -88,14 +112,14 @@ impl SetValues {
             kind,
             labels,
             source: input.source,
-            expires_ms,
+            expiry,
         })
     }
 
     /// The write that sets these values over `cur`, the caller's row.
-    fn plan(&self, cx: &OpCx, cur: Option<Row>, now: i64) -> Plan {
+    fn plan(&self, cx: &OpCx, cur: Option<Row>, now: i64) -> OpResult<Plan> {
         let Some(cur) = cur else {
-            return Plan::Insert(Row {
+            return Ok(Plan::Insert(Row {
                 org: cx.scope.org.clone(),
                 namespace: cx.scope.namespace.clone(),
                 agent: cx.scope.agent.clone(),
@@ -112,13 +136,14 @@ impl SetValues {
                 pinned: 0,
                 locked: 0,
                 deleted: 0,
-                expires_ms: self.expires_ms,
+                expires_ms: self.expiry.over(None, now),
                 recall_count: 0,
                 last_recall_ms: None,
                 created_ms: now,
                 updated_ms: now,
-            });
+            }));
         };
+        refuse_expiring_a_pin(&cur, self.expiry)?;
         let mut new = cur.clone();
         new.content = self.content.clone();
         new.content_hash = self.hash.clone();
@@ -131,17 +156,17 @@ impl SetValues {
         if let Some(s) = &self.source {
             new.source = s.clone();
         }
-        new.expires_ms = self.expires_ms;
+        new.expires_ms = self.expiry.over(cur.expires_ms, now);
         new.deleted = 0;
         if same(&cur, &new) && cur.live(now) {
-            return Plan::Unchanged(cur);
+            return Ok(Plan::Unchanged(cur));
         }
         new.updated_ms = now;
         new.version = cur.version + 1;
-        Plan::Save {
+        Ok(Plan::Save {
             read_version: cur.version,
             new,
-        }
+        })
     }
 }
 
@@ -160,15 +185,15 @@ pub async fn set(store: &Store, cx: &OpCx, input: MemorySet) -> OpResult<MemoryW
     let key = values.key.as_str();
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
-    let (key_locked, patterns) = sql::set_guards(tx.conn(), cx, key).await?;
+    let (holder, patterns) = sql::set_guards(tx.conn(), cx, key).await?;
     blacklist::refuse_matching(patterns, &values.content)?;
-    if key_locked {
-        return Err(locked(key));
+    if let Some(holder) = holder {
+        return Err(locked(key, &holder));
     }
     let now = now_ms();
     for _ in 0..RETRIES {
         let cur = sql::own(tx.conn(), cx, &cx.scope.agent, key).await?;
-        match values.plan(cx, cur, now) {
+        match values.plan(cx, cur, now)? {
             Plan::Unchanged(cur) => {
                 tx.rollback().await?;
                 store.audit_outcome(cx, "noop").await?;
@@ -204,10 +229,10 @@ async fn set_in_one_step(
 ) -> OpResult<Option<MemoryWritten>> {
     require_namespace_in(store, cx).await?;
     blacklist::refuse_matching(view.patterns, &values.content)?;
-    if view.locked {
-        return Err(locked(&values.key));
+    if let Some(holder) = &view.locked_by {
+        return Err(locked(&values.key, holder));
     }
-    let done = match values.plan(cx, view.own, now_ms()) {
+    let done = match values.plan(cx, view.own, now_ms())? {
         Plan::Unchanged(cur) => {
             store.audit_outcome(cx, "noop").await?;
             Some(written(&cur, false))
@@ -253,10 +278,11 @@ pub async fn update(store: &Store, cx: &OpCx, input: MemoryUpdate) -> OpResult<M
     if let Some(c) = &input.content {
         validate::content(c)?;
     }
-    let (kind, labels, expires_ms) = validate::fields(
+    let (kind, labels, expiry) = validate::fields(
         input.kind.as_deref(),
         input.labels.as_deref(),
-        input.expires_at.as_deref(),
+        input.source.as_deref(),
+        input.expires_at.as_ref().map(Option::as_deref),
     )?;
 
     let mut tx = store.begin_write().await?;
@@ -276,9 +302,13 @@ pub async fn update(store: &Store, cx: &OpCx, input: MemoryUpdate) -> OpResult<M
             return Err(sql::version_conflict(key, expected, cur.version));
         }
         // Any agent's lock on the key holds it, as for memory.set.
-        if cur.locked != 0 || sql::key_locked(tx.conn(), cx, key).await? {
-            return Err(locked(key));
+        if cur.locked != 0 {
+            return Err(locked(key, &cur.agent));
         }
+        if let Some(holder) = sql::lock_holder(tx.conn(), cx, key).await? {
+            return Err(locked(key, &holder));
+        }
+        refuse_expiring_a_pin(&cur, expiry)?;
         let mut new = cur.clone();
         if let Some(c) = &input.content {
             new.content = c.clone();
@@ -293,9 +323,7 @@ pub async fn update(store: &Store, cx: &OpCx, input: MemoryUpdate) -> OpResult<M
         if let Some(s) = &input.source {
             new.source = s.clone();
         }
-        if expires_ms.is_some() {
-            new.expires_ms = expires_ms;
-        }
+        new.expires_ms = expiry.over(cur.expires_ms, now);
         if same(&cur, &new) {
             tx.rollback().await?;
             return Ok(written(&cur, false));
@@ -343,21 +371,18 @@ impl Change {
     fn apply(self, cur: &Row) -> OpResult<Row> {
         let mut new = cur.clone();
         if cur.locked != 0 && !matches!(self, Change::Unlock | Change::Lock) {
-            return Err(locked(&cur.memory_key));
+            return Err(locked(&cur.memory_key, &cur.agent));
         }
         match self {
             Change::Delete if cur.pinned != 0 => {
-                return Err(LoomError::new(
-                    ErrorCode::PinnedConflict,
-                    format!(
-                        "{} is pinned; memory.unpin it before deleting. Nothing was written",
-                        cur.memory_key
-                    ),
-                )
-                .with_detail("memory_key", cur.memory_key.clone()));
+                return Err(pinned(&cur.memory_key, "deleting"));
             }
             Change::Delete => new.deleted = 1,
-            Change::Pin => new.pinned = 1,
+            Change::Pin => {
+                // A pinned memory does not expire.
+                new.pinned = 1;
+                new.expires_ms = None;
+            }
             Change::Unpin => new.pinned = 0,
             Change::Lock => new.locked = 1,
             Change::Unlock => new.locked = 0,
@@ -392,9 +417,9 @@ pub async fn change(
         // Any agent's lock on the key holds it for every change but lock
         // and unlock, as for memory.set.
         if !matches!(change, Change::Lock | Change::Unlock)
-            && sql::key_locked(tx.conn(), cx, key).await?
+            && let Some(holder) = sql::lock_holder(tx.conn(), cx, key).await?
         {
-            return Err(locked(key));
+            return Err(locked(key, &holder));
         }
         if same(&cur, &new) {
             tx.rollback().await?;
