@@ -181,6 +181,19 @@ async fn a_cancellation_reaches_only_its_own_session() {
             t.name(),
             r.text
         );
+        // A notification needs no bearer, but one sent without it does not
+        // act in a session a principal opened, even with its id.
+        let mut unsigned = McpClient::new(&t, None, "");
+        unsigned.session = mine.session.clone();
+        assert_eq!(unsigned.raw(cancel(6)).await.status, 202);
+        let r = mine.raw(set(6, "mine-too")).await;
+        assert_eq!(
+            r.body["result"]["isError"],
+            false,
+            "{}: {}",
+            t.name(),
+            r.text
+        );
         // A cancellation of initialize is never one: it is not in flight.
         let mut late = McpClient::new(&t, Some(&token), "");
         assert_eq!(late.raw(cancel(1)).await.status, 202);

@@ -157,6 +157,19 @@ pub struct Connection {
     pub cancel: Option<Arc<crate::pipeline::Cancel>>,
 }
 
+impl Connection {
+    /// Whether this request speaks for its session: always for a session
+    /// no principal opened, else only with that principal's bearer. A
+    /// notification needs no bearer, but one sent without it must not act
+    /// in a session someone signed in to (cancel its requests).
+    pub fn speaks_for_session(&self) -> bool {
+        match self.session.as_ref().and_then(|s| s.subject.as_deref()) {
+            None => true,
+            Some(subject) => self.caller.as_ref().is_some_and(|c| c.subject == subject),
+        }
+    }
+}
+
 fn rpc_error_response(
     status: StatusCode,
     id: Option<&jsonrpc::Id>,

@@ -26,6 +26,7 @@ pub async fn handle(
     match message {
         Message::Notification { method, params } => {
             if method == "notifications/cancelled"
+                && conn.speaks_for_session()
                 && let Some(id) = params.get("requestId").and_then(Id::from_value)
             {
                 mcp.in_flight.cancel(conn, &id);
