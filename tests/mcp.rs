@@ -385,6 +385,37 @@ async fn listings_follow_toolset_and_profile() {
             .clone();
         assert_eq!(get["annotations"]["readOnlyHint"], true);
         assert!(get.get("outputSchema").is_none());
+        // loom_op's hints are the most any op it routes may do: on core,
+        // changes but nothing destructive (delete and apply are listed);
+        // on coding memory.apply too; on readonly only reads.
+        let hints = |list: &Value, name: &str| {
+            list["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == name)
+                .unwrap()["annotations"]
+                .clone()
+        };
+        assert_eq!(
+            (
+                &hints(&list, "loom_op")["readOnlyHint"],
+                &hints(&list, "loom_op")["destructiveHint"]
+            ),
+            (&json!(false), &json!(false))
+        );
+        let coding = McpClient::new(&t, Some(&token), "toolset=coding");
+        let co = coding.request("tools/list", json!({})).await.body["result"].clone();
+        assert_eq!(hints(&co, "loom_op")["destructiveHint"], true);
+        let readonly = McpClient::new(&t, Some(&token), "toolset=readonly");
+        let ro = readonly.request("tools/list", json!({})).await.body["result"].clone();
+        assert_eq!(
+            (
+                &hints(&ro, "loom_op")["readOnlyHint"],
+                &hints(&ro, "loom_op")["destructiveHint"]
+            ),
+            (&json!(true), &json!(false))
+        );
         assert!(
             get["inputSchema"]["properties"].get("agent").is_none(),
             "server-filled fields are not listed"
@@ -518,6 +549,48 @@ async fn calls_write_read_and_shape_results() {
             )
             .await;
         assert_eq!(unpin["isError"], false, "{unpin}");
+        // A misspelt key of loom_op's own runs nothing, rather than the op
+        // without its arguments.
+        let typo = c
+            .call(
+                "loom_op",
+                json!({"op": "memory.delete", "argumnts": {"memory_key": "deploy_window"}}),
+            )
+            .await;
+        assert_eq!(
+            (
+                &typo["isError"],
+                &typo["structuredContent"]["code"],
+                &typo["structuredContent"]["did_you_mean"]
+            ),
+            (
+                &json!(true),
+                &json!("UNKNOWN_ARGUMENT"),
+                &json!({"argumnts": "arguments"})
+            ),
+            "{typo}"
+        );
+        let still = c
+            .call("loom_memory_get", json!({"memory_key": "deploy_window"}))
+            .await;
+        assert_eq!(still["isError"], false, "{still}");
+        let extra = c.call("loom_activate", json!({"verbose": true})).await;
+        assert_eq!(
+            extra["structuredContent"]["code"], "INVALID_ARGUMENTS",
+            "{extra}"
+        );
+        // An op without arguments names the one it was sent.
+        let caps = c
+            .call(
+                "loom_op",
+                json!({"op": "ops.capabilities", "arguments": {"opps": 1}}),
+            )
+            .await;
+        assert_eq!(
+            caps["structuredContent"]["unknown"],
+            json!({"opps": null}),
+            "{caps}"
+        );
         let activate = c.call("loom_activate", json!({})).await;
         assert!(
             activate["structuredContent"]["primer"]

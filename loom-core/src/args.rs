@@ -338,7 +338,11 @@ fn field_error(schema: &Value, e: &jsonschema::ValidationError<'_>) -> Option<St
         ));
     }
     Some(match e.kind() {
-        K::AdditionalProperties { .. } | K::UnevaluatedProperties { .. } => return None,
+        // `additionalProperties: false` refuses an unknown key as this (its
+        // false schema) where the object lists no fields.
+        K::AdditionalProperties { .. } | K::UnevaluatedProperties { .. } | K::FalseSchema => {
+            return None;
+        }
         K::Required { property } => {
             let name = property
                 .as_str()
@@ -559,7 +563,9 @@ fn pointer_to_dotted(pointer: &str) -> String {
 /// The object schema(s) a value is checked against: the schema itself, or
 /// its `anyOf`/`oneOf` alternatives that describe objects (`Option<Struct>`).
 fn object_schemas(s: &Value) -> Vec<&Value> {
-    if s.get("properties").is_some() {
+    // An object that lists no fields and refuses any (an op without
+    // arguments) is one too: every key sent it is unknown.
+    if s.get("properties").is_some() || s.get("additionalProperties") == Some(&Value::Bool(false)) {
         return vec![s];
     }
     ["anyOf", "oneOf", "allOf"]
@@ -863,6 +869,27 @@ mod tests {
     fn validator<T: JsonSchema>() -> Validator {
         let full = schema::input_schema(&TypeInfo::of::<T>());
         Validator::new(&full, &schema::listed_input(&full))
+    }
+
+    #[allow(dead_code)]
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct NoArguments {}
+
+    #[test]
+    fn an_op_without_arguments_names_the_unknown_ones() {
+        let v = validator::<NoArguments>();
+        let err = v
+            .check("ops.capabilities", &json!({"opps": 1}), false)
+            .unwrap_err();
+        assert!(
+            err.message().contains("unknown 'opps'"),
+            "{}",
+            err.message()
+        );
+        assert!(!err.message().contains("False schema"), "{}", err.message());
+        assert_eq!(err.detail()["unknown"], json!({"opps": null}));
+        assert!(v.check("ops.capabilities", &json!({}), false).is_ok());
     }
 
     #[test]

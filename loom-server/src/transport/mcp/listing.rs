@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use loom_core::render::{loom_op_routes, render_op_names};
-use loom_core::{Listing, Op, Profile, Registry};
+use loom_core::{Annotations, Listing, Op, Profile, Registry};
 use serde_json::{Map, Value, json};
 
 use super::jsonrpc::JsonText;
@@ -220,7 +220,7 @@ fn synthetic(
     title: &str,
     description: String,
     input: Value,
-    read_only: bool,
+    hints: Annotations,
     profile: Profile,
     revision: Revision,
 ) -> Value {
@@ -237,12 +237,7 @@ fn synthetic(
         tool["title"] = title.into();
     }
     if revision.has_annotations() {
-        tool["annotations"] = json!({
-            "readOnlyHint": read_only,
-            "destructiveHint": false,
-            "idempotentHint": read_only,
-            "openWorldHint": false,
-        });
+        tool["annotations"] = serde_json::to_value(hints).unwrap_or_default();
     }
     tool
 }
@@ -261,6 +256,14 @@ pub fn search_input_schema() -> Value {
     })
 }
 
+/// The hints of a synthetic tool that only reads.
+const READ: Annotations = Annotations {
+    read_only_hint: true,
+    destructive_hint: false,
+    idempotent_hint: true,
+    open_world_hint: false,
+};
+
 fn synthetic_tools(
     registry: &Registry,
     listing: &Listing,
@@ -274,7 +277,7 @@ fn synthetic_tools(
          Use it before answering from what Loom may already know; explain: true adds why each memory hit ranked."
             .into(),
         search_input_schema(),
-        true,
+        READ,
         profile,
         revision,
     );
@@ -285,7 +288,7 @@ fn synthetic_tools(
          Loom's tools. Call it once at the start of a session."
             .into(),
         json!({"type": "object", "additionalProperties": false}),
-        true,
+        READ,
         profile,
         revision,
     );
@@ -298,14 +301,17 @@ fn synthetic_tools(
     if readonly {
         about.push_str(" On this connection it runs read ops only.");
     }
-    let routed = registry
+    let routed: Vec<&Op> = registry
         .ops()
         .iter()
         .filter(|op| !op.listed_on(listing) && loom_op_routes(op, listing))
-        .count();
+        .collect();
     about.push_str(&format!(
-        " {routed} ops are reachable this way; ops.capabilities lists them all."
+        " {} ops are reachable this way; ops.capabilities lists them all.",
+        routed.len()
     ));
+    // Its hints are those of the most any op it routes here may do.
+    let destructive = routed.iter().any(|op| op.annotations.destructive_hint);
     let op = synthetic(
         LOOM_OP,
         "Run a Loom op",
@@ -319,7 +325,12 @@ fn synthetic_tools(
             },
             "required": ["op"]
         }),
-        readonly,
+        Annotations {
+            read_only_hint: readonly,
+            destructive_hint: destructive,
+            idempotent_hint: readonly,
+            open_world_hint: false,
+        },
         profile,
         revision,
     );

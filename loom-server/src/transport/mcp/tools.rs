@@ -41,6 +41,9 @@ pub async fn call(mcp: &Mcp, conn: &Connection, _id: &Id, mut params: Value) -> 
     match name {
         LOOM_SEARCH => search(mcp, conn, args).await,
         LOOM_ACTIVATE => {
+            if let Some(e) = unknown_keys(LOOM_ACTIVATE, &args, &[]) {
+                return Ok(refusal(conn, &e));
+            }
             let text = primer_text(mcp, conn).await;
             let json = JsonText::of(&json!({"primer": text}));
             Ok(tool_result(json, None, conn.revision))
@@ -439,6 +442,10 @@ async fn loom_op(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
         r["content"][0]["text"] = Value::String(Value::Object(e.body()).to_string());
         Ok(r.into())
     };
+    // `argumnts` would otherwise run the op with no arguments at all.
+    if let Some(e) = unknown_keys(LOOM_OP, &args, &["op", "arguments", "query"]) {
+        return own_refusal(e);
+    }
     let Some(name) = args.get("op").and_then(Value::as_str) else {
         let error = match args.get("op") {
             None | Some(Value::Null) => "op: Field required [missing]",
@@ -495,6 +502,47 @@ async fn loom_op(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
         return search(mcp, conn, arguments).await;
     }
     run(mcp, conn, op, arguments, Shape::Lean).await
+}
+
+/// A synthetic tool's refusal of keys it does not take, before it runs
+/// anything: `UNKNOWN_ARGUMENT` with what each most likely meant, else
+/// `INVALID_ARGUMENTS` naming them. `None` when every key is one of
+/// `known` (arguments that are no object are left to the tool).
+fn unknown_keys(tool: &str, args: &Value, known: &[&str]) -> Option<LoomError> {
+    let unknown: Vec<&str> = args
+        .as_object()?
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !known.contains(k))
+        .collect();
+    if unknown.is_empty() {
+        return None;
+    }
+    let mut did_you_mean = Map::new();
+    let mut parts = Vec::new();
+    for key in &unknown {
+        match loom_core::closest(key, known.iter().copied(), 1).first() {
+            Some(near) => {
+                parts.push(format!("unknown '{key}' — did you mean '{near}'?"));
+                did_you_mean.insert((*key).to_owned(), (*near).into());
+            }
+            None => parts.push(format!("unknown '{key}'")),
+        }
+    }
+    let code = if did_you_mean.is_empty() {
+        ErrorCode::InvalidArguments
+    } else {
+        ErrorCode::UnknownArgument
+    };
+    Some(
+        LoomError::new(
+            code,
+            format!("{tool}: {} Nothing was run.", parts.join(" ")),
+        )
+        .with_detail("unknown", unknown)
+        .with_detail("did_you_mean", Value::Object(did_you_mean))
+        .with_detail("arguments", known.to_vec()),
+    )
 }
 
 /// Up to [`CATALOG_LIMIT`] ops `loom_op` routes here that match `query`,
