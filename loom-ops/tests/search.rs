@@ -921,3 +921,34 @@ async fn sqlite_searches_at_once_rank_with_one_exact_count() {
         assert_eq!(raw.to_bits(), exact.to_bits(), "{raw} vs {exact}");
     }
 }
+
+#[tokio::test]
+async fn a_decomposed_word_is_found_as_written() {
+    // "naïve résumé" as some systems write it: each accent a combining mark.
+    let decomposed = "nai\u{308}ve re\u{301}sume\u{301} tips";
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "cv", "content": decomposed}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "other", "content": "sume and na ve tips"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            h.search_keys("re\u{301}sume\u{301}").await,
+            ["cv"],
+            "the query's word is not cut at its marks: {n}"
+        );
+        let found = h
+            .call("search.query", json!({"query": "nai\u{308}ve"}))
+            .await
+            .unwrap();
+        assert_eq!(keys(&found["memory"]), ["cv"], "{n}");
+    }
+}

@@ -31,7 +31,7 @@ fn stem(word: &str) -> String {
 pub fn matched(terms: &[String], text: &str) -> Vec<String> {
     let wanted: std::collections::HashSet<String> = terms.iter().map(|t| stem(t)).collect();
     let found: std::collections::HashSet<String> = text
-        .split(|c: char| !c.is_alphanumeric())
+        .split(|c: char| !super::rank::in_word(c))
         .filter(|w| !w.is_empty())
         .map(stem)
         .filter(|w| wanted.contains(w))

@@ -84,10 +84,17 @@ const STOPWORDS: &[&str] = &[
     "who", "why", "with",
 ];
 
+/// Whether `c` belongs to a word: a letter or digit, or a mark combining
+/// with the one before it (a decomposed é is e then U+0301, as text from
+/// some systems arrives; the full-text indexes keep such a word whole).
+pub fn in_word(c: char) -> bool {
+    c.is_alphanumeric() || unicode_normalization::char::is_combining_mark(c)
+}
+
 /// The query's search terms: lowercase words of letters and digits, at most 16.
 pub fn terms(query: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for word in query.split(|c: char| !c.is_alphanumeric()) {
+    for word in query.split(|c: char| !in_word(c)) {
         let w = word.to_lowercase();
         if w.is_empty() || STOPWORDS.contains(&w.as_str()) || out.contains(&w) {
             continue;
@@ -516,6 +523,11 @@ mod tests {
             ["deploy", "window"]
         );
         assert!(terms("the of a").is_empty());
+        assert_eq!(
+            terms("nai\u{308}ve re\u{301}sume\u{301}"),
+            ["nai\u{308}ve", "re\u{301}sume\u{301}"],
+            "a decomposed word is one term"
+        );
     }
 
     /// The ranking statement stays prepared from one search to the next,
