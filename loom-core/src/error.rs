@@ -133,8 +133,9 @@ error_codes! {
     Locked = "LOCKED", 409, Conflict, false;
     /// The memory is pinned.
     PinnedConflict = "PINNED_CONFLICT", 409, Conflict, false;
-    /// The expected version is not the current one.
-    VersionConflict = "VERSION_CONFLICT", 409, Conflict, true;
+    /// The expected version is not the current one (the same request never
+    /// succeeds: read the memory again and send its version).
+    VersionConflict = "VERSION_CONFLICT", 409, Conflict, false;
     /// The content matches a blacklist pattern.
     Blacklisted = "BLACKLISTED", 422, Conflict, false;
     /// The run has ended: what is kept for a run in progress is refused.

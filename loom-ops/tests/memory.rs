@@ -566,6 +566,11 @@ async fn update_changes_only_what_it_names_and_checks_if_version() {
             .await
             .unwrap_err();
         assert_eq!(stale.code().as_str(), "VERSION_CONFLICT", "{n}");
+        assert_eq!(
+            stale.body()["retryable"],
+            false,
+            "the same if_version never succeeds: {n}"
+        );
         assert_eq!(stale.detail()["current_version"], 2, "{n}");
         assert_eq!(content_of(&h, AGENT, "k").await.unwrap().0, "one", "{n}");
         assert_eq!(versions(&h, "k").await, 2, "{n}");
