@@ -387,6 +387,14 @@ async fn assistant_reads_span_agents_and_single_writer_reads_need_the_writer() {
                 body["hint"].as_str().unwrap().contains("agent"),
                 "{tool}: {body}"
             );
+            // The hint names the tools this listing has for those reads.
+            assert!(
+                body["hint"]
+                    .as_str()
+                    .unwrap()
+                    .contains("loom_memory_search or loom_memory_list hit"),
+                "{tool}: {body}"
+            );
         }
         let prov = a
             .call(

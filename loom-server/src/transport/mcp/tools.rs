@@ -206,10 +206,23 @@ fn structured(output: &Output, full: bool) -> Result<JsonText, LoomError> {
 
 fn answer_error(mcp: &Mcp, conn: &Connection, op: &Op, e: &LoomError) -> RpcResult {
     if is_refusal(e) {
-        Ok(refusal(conn, &with_next_step(mcp, conn, op, e)))
+        let e = with_hint_rendered(mcp, conn, with_next_step(mcp, conn, op, e));
+        Ok(refusal(conn, &e))
     } else {
         let (code, message, data) = fault_error(e, &op.tool_name, &conn.request_id);
         Err((code, message, Some(data)))
+    }
+}
+
+/// A refusal's `hint` names ops as this connection's listing reaches
+/// them (`loom_memory_search` where it is listed), as mentor text is.
+fn with_hint_rendered(mcp: &Mcp, conn: &Connection, e: LoomError) -> LoomError {
+    match e.detail().get("hint").and_then(Value::as_str) {
+        Some(hint) => {
+            let rendered = render_op_names(hint, mcp.listings.registry(), &conn.listing);
+            e.with_detail("hint", rendered)
+        }
+        None => e,
     }
 }
 
