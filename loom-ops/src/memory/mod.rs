@@ -70,13 +70,7 @@ async fn history(cx: &OpCx, input: MemoryHistory) -> OpResult<MemoryHistoryPage>
 /// refuses (LOCKED). For many memories at once use memory.apply.
 #[loom_op(role = "writer", audit, toolsets(core, coding, atomic))]
 async fn delete(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
-    let store = cx.service::<Store>()?;
-    audited(
-        store,
-        cx,
-        write::change(store, cx, input, Change::Delete).await,
-    )
-    .await
+    audited_change(cx, input, Change::Delete).await
 }
 
 /// Pins a memory: it ranks higher in search and context packs (a fixed
@@ -84,25 +78,13 @@ async fn delete(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
 /// be deleted or expired until memory.unpin (pinning removes its expiry).
 #[loom_op(role = "writer", audit, toolsets(core))]
 async fn pin(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
-    let store = cx.service::<Store>()?;
-    audited(
-        store,
-        cx,
-        write::change(store, cx, input, Change::Pin).await,
-    )
-    .await
+    audited_change(cx, input, Change::Pin).await
 }
 
 /// Unpins a memory pinned with memory.pin.
 #[loom_op(role = "writer", audit)]
 async fn unpin(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
-    let store = cx.service::<Store>()?;
-    audited(
-        store,
-        cx,
-        write::change(store, cx, input, Change::Unpin).await,
-    )
-    .await
+    audited_change(cx, input, Change::Unpin).await
 }
 
 /// Locks a memory: every change to its key (memory.set, update, delete,
@@ -110,25 +92,19 @@ async fn unpin(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
 /// others must not overwrite.
 #[loom_op(role = "writer", audit, toolsets(core))]
 async fn lock(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
-    let store = cx.service::<Store>()?;
-    audited(
-        store,
-        cx,
-        write::change(store, cx, input, Change::Lock).await,
-    )
-    .await
+    audited_change(cx, input, Change::Lock).await
 }
 
 /// Unlocks a memory locked with memory.lock.
 #[loom_op(role = "writer", audit)]
 async fn unlock(cx: &OpCx, input: MemoryKey) -> OpResult<MemoryWritten> {
+    audited_change(cx, input, Change::Unlock).await
+}
+
+/// A one-field change of one memory, with its audit row.
+async fn audited_change(cx: &OpCx, input: MemoryKey, change: Change) -> OpResult<MemoryWritten> {
     let store = cx.service::<Store>()?;
-    audited(
-        store,
-        cx,
-        write::change(store, cx, input, Change::Unlock).await,
-    )
-    .await
+    audited(store, cx, write::change(store, cx, input, change).await).await
 }
 
 /// Lists live memories in key order, filtered by key_prefix, kind or

@@ -132,8 +132,8 @@ pub enum Expiry {
 }
 
 impl Expiry {
-    /// The expiry a row gets over `cur`'s (`None` for a new row); a row
-    /// not served at `now` (deleted or expired) starts without one.
+    /// The expiry a row gets over `cur`'s (`None` for a new row); one
+    /// already past at `now` is not kept (the memory had expired).
     pub fn over(self, cur: Option<i64>, now: i64) -> Option<i64> {
         match self {
             Expiry::Keep => cur.filter(|e| *e > now),

@@ -22,7 +22,6 @@ pub fn not_found(cx: &OpCx, key: &str) -> LoomError {
     .with_detail("memory_key", key)
 }
 
-/// `LOCKED` for a key.
 /// `LOCKED`, naming the agent whose row holds the lock: only an unlock
 /// that names that agent releases it.
 pub fn locked(key: &str, holder: &str) -> LoomError {
