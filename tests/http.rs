@@ -1020,7 +1020,12 @@ async fn a_key_whose_first_call_still_runs_is_409_in_flight() {
         let boss = t.token("acme", "boss", Role::Admin, &[]);
         let body = json!({"subject": "bo", "role": "writer"});
         // another replica claimed the key for this very request and is still running it
-        let hash = loom_server::pipeline::idempotency::request_hash("grants.set", &body);
+        let hash = loom_server::pipeline::idempotency::request_hash(
+            "grants.set",
+            "default",
+            "boss",
+            &body,
+        );
         let claimed =
             t.db.store
                 .idempotency_begin(
@@ -1144,5 +1149,97 @@ async fn shutdown_writes_the_recall_and_exposure_counts_still_held() {
         .await
         .unwrap();
         assert_eq!((recalls, exposures), (3, 3), "{n}");
+    }
+}
+
+/// A blank org, namespace or agent names nothing, for the identity
+/// defaults and for the op alike: `"agent": ""` reads every agent's rows,
+/// as leaving it out does, not the caller's own alone.
+#[tokio::test]
+async fn a_blank_name_names_nothing() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let token = t.token("default", "ana", Role::Writer, &[]);
+        for agent in ["ana", "bot"] {
+            let a = t
+                .post(
+                    "memory.set",
+                    Some(&token),
+                    json!({"memory_key": "k", "content": agent, "agent": agent}),
+                )
+                .await;
+            assert_eq!(a.status, 200, "{n}: {}", a.text);
+        }
+        for args in [
+            json!({}),
+            json!({"agent": ""}),
+            json!({"agent": "  ", "namespace": ""}),
+        ] {
+            let a = t.post("memory.list", Some(&token), args.clone()).await;
+            assert_eq!(a.status, 200, "{n}: {}", a.text);
+            assert_eq!(
+                a.body["memories"].as_array().map(Vec::len),
+                Some(2),
+                "{n}: {args} {}",
+                a.text
+            );
+        }
+        let a = t
+            .post("memory.list", Some(&token), json!({"agent": "bot"}))
+            .await;
+        assert_eq!(a.body["memories"].as_array().map(Vec::len), Some(1), "{n}");
+        t.server.shutdown().await;
+    }
+}
+
+/// A key binds the namespace and agent its call resolved to, not only its
+/// body: one subject's two tokens for two namespaces sending the same body
+/// with the same key get no replay of the other namespace's answer.
+#[tokio::test]
+async fn a_key_replays_only_in_the_namespace_it_was_used_in() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        t.create_namespace("default", "other").await;
+        let here = t.token("default", "carol", Role::Writer, &["default"]);
+        let there = t.token("default", "carol", Role::Writer, &["other"]);
+        let body = json!({"memory_key": "goal", "content": "ship it"});
+        let keyed = |token: &str| {
+            t.request("memory.set", Some(token))
+                .header("idempotency-key", "k-ns")
+                .json(&body)
+        };
+        let first = t.send(keyed(&here)).await;
+        assert_eq!(first.status, 200, "{n}: {}", first.text);
+        assert_eq!(first.body["namespace"], "default", "{n}");
+        let other = t.send(keyed(&there)).await;
+        assert_envelope(&other, 422, "IDEMPOTENCY_KEY_MISMATCH", n);
+        let again = t.send(keyed(&here)).await;
+        assert_eq!(
+            (again.status, again.header("idempotent-replayed")),
+            (200, Some("true")),
+            "{n}"
+        );
+        t.server.shutdown().await;
+    }
+}
+
+/// A call refused for the run it names fails as any call does: its key is
+/// released, and the retry runs again rather than waiting out a claim.
+#[tokio::test]
+async fn a_key_is_released_when_the_named_run_is_refused() {
+    for t in servers(|_| {}).await {
+        let n = t.name();
+        let token = t.token("default", "dan", Role::Writer, &[]);
+        for _ in 0..2 {
+            let a = t
+                .send(
+                    t.request("memory.set", Some(&token))
+                        .header("idempotency-key", "k-run")
+                        .json(&json!({"memory_key": "k", "content": "x", "run_id": "no-such-run"})),
+                )
+                .await;
+            assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", n);
+        }
+        t.server.shutdown().await;
     }
 }

@@ -64,11 +64,17 @@ pub fn digest(args: &Value) -> String {
     finish(Sha256::new(), args)
 }
 
-/// The request hash a key is bound to: the op and its canonical arguments.
-pub fn request_hash(op: &str, args: &Value) -> String {
+/// The request hash a key is bound to: the op, the namespace and agent the
+/// call resolved to and its canonical arguments. The resolved names, not
+/// only the arguments: one subject's two tokens whose default workspaces
+/// differ send the same `{}` to two namespaces, and a replay must not hand
+/// one namespace's answer to a token for the other.
+pub fn request_hash(op: &str, namespace: &str, agent: &str, args: &Value) -> String {
     let mut h = Sha256::new();
-    h.update(op.as_bytes());
-    h.update(b"\n");
+    for part in [op, namespace, agent] {
+        h.update(part.as_bytes());
+        h.update(b"\n");
+    }
     finish(h, args)
 }
 
@@ -117,13 +123,16 @@ mod tests {
     fn key_order_does_not_change_the_hash() {
         let a = json!({"b": 1, "a": {"y": [1, {"q": 1, "p": 2}], "x": null}});
         let b = json!({"a": {"x": null, "y": [1, {"p": 2, "q": 1}]}, "b": 1});
-        assert_eq!(
-            request_hash("grants.set", &a),
-            request_hash("grants.set", &b)
+        let hash = |op, ns, args| request_hash(op, ns, "ana", args);
+        assert_eq!(hash("grants.set", "ns", &a), hash("grants.set", "ns", &b));
+        assert_ne!(hash("grants.set", "ns", &a), hash("grants.list", "ns", &a));
+        assert_ne!(
+            hash("grants.set", "ns", &a),
+            hash("grants.set", "other", &a)
         );
         assert_ne!(
-            request_hash("grants.set", &a),
-            request_hash("grants.list", &a)
+            request_hash("grants.set", "ns", "ana", &a),
+            request_hash("grants.set", "ns", "bot", &a)
         );
         assert_ne!(digest(&a), digest(&json!({"b": 2})));
     }

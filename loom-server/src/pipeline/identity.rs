@@ -72,6 +72,24 @@ fn refused(field: &str, message: String) -> LoomError {
         .with_detail("errors", errors)
 }
 
+/// Takes out of the arguments an org, namespace or agent that names
+/// nothing (blank), so the op reads it as left out, as identity did: an
+/// `"agent": ""` must not narrow a read to the caller's own rows while
+/// acting as if no agent were named.
+pub(crate) fn drop_blank_names(args: &mut Value) {
+    if let Some(map) = args.as_object_mut() {
+        for field in ["org", "namespace", "agent"] {
+            if map
+                .get(field)
+                .and_then(Value::as_str)
+                .is_some_and(|s| s.trim().is_empty())
+            {
+                map.remove(field);
+            }
+        }
+    }
+}
+
 /// Whether the arguments name a namespace (an empty one names none).
 pub fn names_namespace(args: &Value) -> bool {
     explicit(args, "namespace").is_some()

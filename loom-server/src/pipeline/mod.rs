@@ -281,6 +281,7 @@ async fn run(
         &req.policy,
     )
     .await?;
+    identity::drop_blank_names(&mut req.args);
     // 3. authorization (an op the connection does not serve is refused
     // once the caller's access is known, so an unreadable namespace is
     // never told apart from a served one)
@@ -331,7 +332,12 @@ async fn run(
         }
         Some(key) => {
             idempotency::check_key(key)?;
-            let hash = idempotency::request_hash(&op.name, &req.args);
+            let hash = idempotency::request_hash(
+                &op.name,
+                &cx.scope.namespace,
+                &cx.scope.agent,
+                &req.args,
+            );
             let ttl_ms = i64::try_from(app.config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
             let stale_ms =
                 i64::try_from(idempotency::STALE_IN_FLIGHT.as_millis()).unwrap_or(i64::MAX);
@@ -361,15 +367,21 @@ async fn run(
         }
     };
     // A run-scoped call made with a run's id carries it (run.begin), in
-    // place of the transport's run (an MCP session's implicit one).
-    if let Some(run_id) = explicit_run(app, cx, op, &mut req.args).await? {
-        cx.run_id = Some(run_id);
-    }
-    // The arguments go to the op: nothing after it reads them.
-    let args = std::mem::take(&mut req.args);
-    let result = until_cancelled(req.cancel.as_deref(), validate_and_run(cx, op, args))
-        .await
-        .unwrap_or_else(|| Err(cancelled(op)));
+    // place of the transport's run (an MCP session's implicit one). A run
+    // refused fails the call as the op would, releasing its key below.
+    let result = match explicit_run(app, cx, op, &mut req.args).await {
+        Err(e) => Err(e),
+        Ok(run_id) => {
+            if run_id.is_some() {
+                cx.run_id = run_id;
+            }
+            // The arguments go to the op: nothing after it reads them.
+            let args = std::mem::take(&mut req.args);
+            until_cancelled(req.cancel.as_deref(), validate_and_run(cx, op, args))
+                .await
+                .unwrap_or_else(|| Err(cancelled(op)))
+        }
+    };
     if let Some(key) = claimed {
         // An output that cannot be written is answered as a fault by the
         // transport: the key is released, as for any failed call. The
