@@ -889,6 +889,16 @@ async fn audited_ops_write_audit_rows_and_others_do_not() {
         // audit.list is admin only
         let a = t.post("audit.list", Some(&viewer), json!({})).await;
         assert_envelope(&a, 403, "AUTH_INSUFFICIENT", n);
+        // and has no log of a namespace that does not exist
+        let org_admin = t.token("acme", "root", Role::Admin, &[]);
+        let a = t
+            .post(
+                "audit.list",
+                Some(&org_admin),
+                json!({"namespace": "ghost"}),
+            )
+            .await;
+        assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", n);
         t.server.shutdown().await;
     }
 }

@@ -5,6 +5,7 @@ use loom_core::{OpCx, OpResult, loom_op};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::scope::require_namespace;
 use crate::store::{Store, db_error, rfc3339};
 
 /// Reads the newest audit rows of a namespace.
@@ -45,7 +46,9 @@ pub struct AuditRow {
     pub op: String,
     /// SHA-256 of the call's arguments.
     pub args_digest: String,
-    /// `ok`, or the error code the call was refused with.
+    /// `ok`; `noop` (it changed nothing), `dry_run` (a dry run) or
+    /// `replayed` (an idempotency key's stored answer); else the error code
+    /// the call was refused with.
     pub outcome: String,
     /// The request id.
     pub request_id: String,
@@ -77,6 +80,10 @@ type AuditTuple = (i64, String, String, String, String, String, String, i64);
 )]
 async fn list(cx: &OpCx, input: AuditListInput) -> OpResult<AuditList> {
     let store = cx.service::<Store>()?;
+    let mut conn = store.read().await?;
+    // A namespace that does not exist has no log to list: 404, as for
+    // every other op, not an empty page.
+    require_namespace(&mut conn, cx).await?;
     let limit = i64::from(input.limit.unwrap_or(100).clamp(1, 1000));
     let rows: Vec<AuditTuple> = sqlx::query_as(
         "SELECT id, subject, agent, op, args_digest, outcome, request_id, at_ms FROM audit_log \
@@ -88,7 +95,7 @@ async fn list(cx: &OpCx, input: AuditListInput) -> OpResult<AuditList> {
     .bind(input.op.unwrap_or_default())
     .bind(input.before_id.unwrap_or(i64::MAX))
     .bind(limit)
-    .fetch_all(store.reader())
+    .fetch_all(&mut *conn)
     .await
     .map_err(db_error)?;
     Ok(AuditList {
