@@ -944,6 +944,49 @@ async fn the_blacklist_refuses_matching_content_and_sweeps_existing_rows() {
             "INVALID_ARGUMENTS",
             "{n}"
         );
+        // `?` alone matches one-character content, not everything.
+        assert_eq!(
+            h.call("blacklist.add", json!({"pattern": "?"}))
+                .await
+                .unwrap()["added"],
+            true,
+            "{n}"
+        );
+        let listed = h.call("blacklist.list", json!({})).await.unwrap();
+        let patterns: Vec<&str> = listed["patterns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pattern"].as_str().unwrap())
+            .collect();
+        assert_eq!(patterns, ["*api?key*", "?"], "{n}");
+        assert_eq!(listed["patterns"][0]["added_by"], "user:1", "{n}: {listed}");
+        // Taken off the list (ignoring case, as it matches), the content it
+        // refused may be stored again.
+        let removed = h
+            .call("blacklist.remove", json!({"pattern": "*API?KEY*"}))
+            .await
+            .unwrap();
+        assert_eq!(removed["pattern"], "*api?key*", "{n}");
+        h.call(
+            "memory.set",
+            json!({"memory_key": "d", "content": "my Api_Key: x"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            code(
+                h.call("blacklist.remove", json!({"pattern": "*api?key*"}))
+                    .await
+            ),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+        assert_eq!(
+            h.audit("blacklist.remove").await,
+            ["ok", "RESOURCE_NOT_FOUND"],
+            "{n}"
+        );
     }
 }
 

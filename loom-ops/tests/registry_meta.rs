@@ -121,6 +121,16 @@ fn roles_and_flags_follow_the_conventions() {
         );
     }
     assert!(op("memory.apply").meta.destructive);
+    // A sweep soft-deletes what a new pattern matches.
+    assert!(op("blacklist.add").meta.destructive);
+    assert_eq!(
+        (
+            op("blacklist.remove").meta.role,
+            op("blacklist.remove").meta.audit
+        ),
+        (Role::Admin, true)
+    );
+    assert!(op("blacklist.list").read_only());
     for name in ["memory.apply", "context.pack", "search.query"] {
         assert_eq!(op(name).rate.as_str(), "heavy", "{name}");
     }

@@ -4,21 +4,25 @@ pub mod model;
 pub mod pattern;
 pub mod store;
 
-use loom_core::{OpCx, OpResult, loom_op};
+use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
 
-use self::model::{BlacklistAdd, BlacklistAdded, SweptMemory};
+use self::model::{
+    BlacklistAdd, BlacklistAdded, BlacklistList, BlacklistPattern, BlacklistPatterns,
+    BlacklistRemove, BlacklistRemoved, SweptMemory,
+};
 use crate::memory::store::{self as memories, Row};
 use crate::memory::validate::invalid;
 use crate::outcome::audited;
 use crate::scope::require_namespace;
-use crate::store::{Store, db_error, now_ms};
+use crate::store::{Backend, Store, db_error, now_ms, rfc3339};
 
 /// Adds a pattern the namespace refuses: a later memory.set or
 /// memory.update whose content matches fails with BLACKLISTED.
 /// Case-insensitive; with * or ? a glob over the whole content, else a
 /// substring. sweep: true also soft-deletes the matching memories and
-/// reports them.
-#[loom_op(role = "writer", audit, toolsets(core))]
+/// reports them. blacklist.list shows the patterns; an admin takes one off
+/// with blacklist.remove.
+#[loom_op(role = "writer", audit, destructive, toolsets(core))]
 async fn add(cx: &OpCx, input: BlacklistAdd) -> OpResult<BlacklistAdded> {
     let store = cx.service::<Store>()?;
     audited(store, cx, add_pattern(store, cx, input).await).await
@@ -26,7 +30,10 @@ async fn add(cx: &OpCx, input: BlacklistAdd) -> OpResult<BlacklistAdded> {
 
 async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<BlacklistAdded> {
     let pattern = input.pattern.trim();
-    if pattern.chars().all(|c| c == '*' || c == '?') {
+    // Wildcards alone with a `*` match every content at least as long as
+    // their `?`s; `?`s alone match only content of their length.
+    if pattern.is_empty() || pattern.chars().all(|c| c == '*' || c == '?') && pattern.contains('*')
+    {
         return Err(invalid("pattern", "pattern is empty or matches everything"));
     }
     if pattern.len() > 256 {
@@ -48,9 +55,15 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
     let added = !held && store::insert(tx.conn(), cx, pattern, now).await?;
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
     if input.sweep {
+        // Held until the commit on PostgreSQL, as memory.apply holds its
+        // rows: a write of one meanwhile waits instead of failing the sweep.
+        let hold = match Backend::of(tx.conn()) {
+            Backend::Postgres => " FOR UPDATE",
+            Backend::Sqlite => "",
+        };
         let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {} FROM memories WHERE org = $1 AND namespace = $2 AND deleted = 0 \
-             AND (expires_ms IS NULL OR expires_ms > $3) ORDER BY memory_key, agent",
+             AND (expires_ms IS NULL OR expires_ms > $3) ORDER BY memory_key, agent{hold}",
             memories::COLUMNS
         )))
         .bind(&cx.scope.org)
@@ -102,4 +115,56 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
         removed,
         kept,
     })
+}
+
+/// Lists the namespace's blacklist patterns, with who added each and when.
+#[loom_op(role = "viewer", idempotent)]
+async fn list(cx: &OpCx, _input: BlacklistList) -> OpResult<BlacklistPatterns> {
+    let store = cx.service::<Store>()?;
+    let mut conn = store.read().await?;
+    require_namespace(&mut conn, cx).await?;
+    let patterns = store::listed(&mut conn, cx)
+        .await?
+        .into_iter()
+        .map(|(pattern, added_by, at_ms)| BlacklistPattern {
+            pattern,
+            added_by,
+            added_at: rfc3339(at_ms),
+        })
+        .collect();
+    Ok(BlacklistPatterns {
+        org: cx.scope.org.clone(),
+        namespace: cx.scope.namespace.clone(),
+        patterns,
+    })
+}
+
+/// Takes a pattern off the namespace's blacklist (matched ignoring case),
+/// so content it matched may be stored again; memories a sweep deleted
+/// stay deleted. Admin only: it lifts a guard others rely on.
+#[loom_op(role = "admin", audit)]
+async fn remove(cx: &OpCx, input: BlacklistRemove) -> OpResult<BlacklistRemoved> {
+    let store = cx.service::<Store>()?;
+    audited(store, cx, remove_pattern(store, cx, input).await).await
+}
+
+async fn remove_pattern(
+    store: &Store,
+    cx: &OpCx,
+    input: BlacklistRemove,
+) -> OpResult<BlacklistRemoved> {
+    let pattern = input.pattern.trim();
+    let mut tx = store.begin_write().await?;
+    require_namespace(tx.conn(), cx).await?;
+    match store::remove(tx.conn(), cx, pattern).await? {
+        Some(held) => {
+            tx.commit(cx).await?;
+            Ok(BlacklistRemoved { pattern: held })
+        }
+        None => Err(LoomError::new(
+            ErrorCode::ResourceNotFound,
+            format!("{pattern:?} is not on this namespace's blacklist (blacklist.list shows it)"),
+        )
+        .with_detail("pattern", pattern)),
+    }
 }

@@ -40,3 +40,50 @@ pub struct BlacklistAdded {
     /// Matching memories the sweep kept, with why.
     pub kept: Vec<SweptMemory>,
 }
+
+/// Arguments of `blacklist.list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BlacklistList {
+    /// The namespace (default: the caller's).
+    pub namespace: Option<String>,
+}
+
+/// One pattern on a namespace's blacklist.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct BlacklistPattern {
+    /// The pattern, as added.
+    pub pattern: String,
+    /// Who added it (the token subject).
+    pub added_by: String,
+    /// When (RFC 3339).
+    pub added_at: String,
+}
+
+/// A namespace's blacklist.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct BlacklistPatterns {
+    /// The org.
+    pub org: String,
+    /// The namespace.
+    pub namespace: String,
+    /// Its patterns, in order.
+    pub patterns: Vec<BlacklistPattern>,
+}
+
+/// Arguments of `blacklist.remove`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BlacklistRemove {
+    /// The pattern to take off the list (matched ignoring case, as patterns match).
+    pub pattern: String,
+    /// The namespace (default: the caller's).
+    pub namespace: Option<String>,
+}
+
+/// What `blacklist.remove` did.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct BlacklistRemoved {
+    /// The pattern removed, as it was held.
+    pub pattern: String,
+}

@@ -60,3 +60,41 @@ pub async fn insert(
     .map_err(db_error)?;
     Ok(done.rows_affected() == 1)
 }
+
+/// The namespace's patterns with who added them and when (ms), in order.
+pub async fn listed(conn: &mut AnyConnection, cx: &OpCx) -> OpResult<Vec<(String, String, i64)>> {
+    sqlx::query_as(
+        "SELECT pattern, subject, created_ms FROM blacklist \
+         WHERE org = $1 AND namespace = $2 ORDER BY pattern",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .fetch_all(conn)
+    .await
+    .map_err(db_error)
+}
+
+/// Removes the held pattern equal to `pattern` ignoring case (at most one
+/// is held: adding refuses a second); the one removed, if any.
+pub async fn remove(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    pattern: &str,
+) -> OpResult<Option<String>> {
+    let folded = pattern.to_lowercase();
+    let Some(held) = patterns(&mut *conn, cx)
+        .await?
+        .into_iter()
+        .find(|p| p.to_lowercase() == folded)
+    else {
+        return Ok(None);
+    };
+    sqlx::query("DELETE FROM blacklist WHERE org = $1 AND namespace = $2 AND pattern = $3")
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(&held)
+        .execute(conn)
+        .await
+        .map_err(db_error)?;
+    Ok(Some(held))
+}
