@@ -77,8 +77,8 @@ enum TokenCommand {
         /// default workspace). None: every namespace of its org.
         #[arg(long = "namespace")]
         namespaces: Vec<String>,
-        /// Lifetime in seconds.
-        #[arg(long, default_value_t = DEFAULT_TTL_SECS, value_parser = clap::value_parser!(u64).range(1..))]
+        /// Lifetime in seconds (at most ten years).
+        #[arg(long, default_value_t = DEFAULT_TTL_SECS, value_parser = clap::value_parser!(u64).range(1..=MAX_TTL_SECS))]
         ttl: u64,
         /// A platform admin token (may act in any org).
         #[arg(long)]
@@ -159,6 +159,9 @@ enum NamespaceCommand {
 
 /// The lifetime of a minted token when `--ttl` is not given: 30 days.
 pub const DEFAULT_TTL_SECS: u64 = 30 * 24 * 3600;
+/// The longest `--ttl`: ten years. Beyond it a lifetime is a typo, and one
+/// near `u64::MAX` overflowed the expiry.
+pub const MAX_TTL_SECS: u64 = 10 * 365 * 24 * 3600;
 
 fn parse_role(s: &str) -> Result<Role, String> {
     s.parse()
@@ -299,6 +302,18 @@ macro_rules! say {
     }};
 }
 
+/// A line of a command's answer on standard output. Unlike the server's
+/// banner ([`say!`]) the line is what the command was run for: one that
+/// cannot be written (a full disk) fails the command with exit code 1, as
+/// every other failure does, instead of a panic.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+            .map_err(|e| format!("cannot write to standard output: {e}"))?
+    }};
+}
+
 async fn serve() -> Result<(), String> {
     let config = Config::from_env()?;
     init_logging(&config)?;
@@ -392,7 +407,7 @@ async fn migrate() -> Result<(), String> {
     let config = Config::from_env()?;
     let store = open_store(&config).await?;
     store.close().await;
-    println!(
+    out!(
         "loom: the store is migrated and up to date ({})",
         store.backend().as_str()
     );
@@ -403,6 +418,15 @@ async fn mint(spec: MintSpec) -> Result<(), String> {
     let config = Config::from_env()?;
     if spec.org.trim().is_empty() || spec.subject.trim().is_empty() {
         return Err("token mint: --org and --subject must not be empty".into());
+    }
+    // The subject becomes the agent of the token's calls, and the org keys
+    // every row: names as a call may send them (`*` is any org).
+    for (flag, name) in [("--org", &spec.org), ("--subject", &spec.subject)] {
+        if name != "*" && !valid_scope_name(name) {
+            return Err(format!(
+                "token mint: {flag} {name:?} is not a name: 1 to 256 bytes, no control characters, not blank"
+            ));
+        }
     }
     if let Some(bad) = spec
         .namespaces
@@ -425,7 +449,7 @@ async fn mint(spec: MintSpec) -> Result<(), String> {
             "loom: note: org {org} has no namespace {namespace} yet; create it with: loom namespace add {org} {namespace}"
         );
     }
-    println!("{token}");
+    out!("{token}");
     Ok(())
 }
 
@@ -461,8 +485,8 @@ async fn revoke(jti: String) -> Result<(), String> {
     let added = store.revoke_token(jti.trim()).await;
     store.close().await;
     match added {
-        Ok(true) => println!("loom: revoked {jti}"),
-        Ok(false) => println!("loom: {jti} was already revoked"),
+        Ok(true) => out!("loom: revoked {jti}"),
+        Ok(false) => out!("loom: {jti} was already revoked"),
         Err(e) => return Err(store_fault(&e)),
     }
     Ok(())
@@ -543,7 +567,7 @@ async fn user_add(
     .map_err(|e: loom_core::LoomError| store_fault(&e));
     store.close().await;
     result??;
-    println!("loom: added {username} ({role} in org {org})");
+    out!("loom: added {username} ({role} in org {org})");
     Ok(())
 }
 
@@ -553,7 +577,7 @@ async fn user_disable(username: String) -> Result<(), String> {
     let done = store.user_disable(&username).await;
     store.close().await;
     match done {
-        Ok(true) => println!("loom: disabled {username}; its OAuth tokens are revoked"),
+        Ok(true) => out!("loom: disabled {username}; its OAuth tokens are revoked"),
         Ok(false) => return Err(format!("user disable: there is no user {username:?}")),
         Err(e) => return Err(store_fault(&e)),
     }
@@ -598,7 +622,7 @@ async fn namespace_add(ns: loom_ops::store::NewNamespace<'_>) -> Result<(), Stri
     let (org, namespace) = (ns.org, ns.namespace);
     match created.map_err(|e| store_fault(&e))? {
         NamespaceCreated::Created => {
-            println!(
+            out!(
                 "loom: created namespace {namespace} in org {org} ({})",
                 ns.kind
             );
@@ -607,7 +631,7 @@ async fn namespace_add(ns: loom_ops::store::NewNamespace<'_>) -> Result<(), Stri
         NamespaceCreated::Existed { kind, restricted }
             if kind == ns.kind && restricted == ns.restricted =>
         {
-            println!("loom: namespace {namespace} in org {org} exists already ({kind})");
+            out!("loom: namespace {namespace} in org {org} exists already ({kind})");
             Ok(())
         }
         NamespaceCreated::Existed { kind, restricted } => Err(format!(
@@ -628,7 +652,7 @@ async fn namespace_list(org: Option<String>) -> Result<(), String> {
     store.close().await;
     for (org, namespace, kind, restricted) in listed.map_err(|e| store_fault(&e))? {
         let restricted = if restricted { "\trestricted" } else { "" };
-        println!("{org}\t{namespace}\t{kind}{restricted}");
+        out!("{org}\t{namespace}\t{kind}{restricted}");
     }
     Ok(())
 }

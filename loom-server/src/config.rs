@@ -190,11 +190,25 @@ fn parse_bool(name: &str, raw: &str) -> Result<bool, String> {
     }
 }
 
+/// The most connections `LOOM_DATABASE_MAX_CONNECTIONS` may ask for
+/// (PostgreSQL's own default allows 100 in all).
+pub const MAX_DATABASE_CONNECTIONS: u32 = 1_000;
+
 fn positive(name: &str, raw: &str) -> Result<u32, String> {
     match parse::<u32>(name, raw, "a positive whole number")? {
         0 => Err(format!(
             "{name}={raw:?} is not valid: expected a positive whole number"
         )),
+        n => Ok(n),
+    }
+}
+
+/// [`positive`], and at most `max`: a value that would size something the
+/// process allocates up front (a pool's connections) is bounded, so a
+/// typo is refused at start rather than exhausting the machine.
+fn positive_at_most(name: &str, raw: &str, max: u32) -> Result<u32, String> {
+    match positive(name, raw)? {
+        n if n > max => Err(format!("{name}={raw:?} is not valid: at most {max}")),
         n => Ok(n),
     }
 }
@@ -378,7 +392,11 @@ impl Config {
             }
         }
         if let Some(v) = get("LOOM_DATABASE_MAX_CONNECTIONS") {
-            c.database_max_connections = Some(positive("LOOM_DATABASE_MAX_CONNECTIONS", v)?);
+            c.database_max_connections = Some(positive_at_most(
+                "LOOM_DATABASE_MAX_CONNECTIONS",
+                v,
+                MAX_DATABASE_CONNECTIONS,
+            )?);
         }
         if let Some(v) = get("LOOM_AUTH_REQUIRED") {
             c.auth_required = parse_bool("LOOM_AUTH_REQUIRED", v)?;
@@ -718,6 +736,15 @@ mod tests {
         assert!(e.contains("LOOM_AUTH_REQUIRED"), "{e}");
         let e = Config::from_vars(&vars(&[("LOOM_RATE_LIMIT_WRITE_PER_MIN", "0")])).unwrap_err();
         assert!(e.contains("LOOM_RATE_LIMIT_WRITE_PER_MIN"), "{e}");
+        // A pool is allocated up front: a typo must not size it.
+        let e = Config::from_vars(&vars(&[("LOOM_DATABASE_MAX_CONNECTIONS", "4294967295")]))
+            .unwrap_err();
+        assert!(
+            e.contains("LOOM_DATABASE_MAX_CONNECTIONS") && e.contains("at most 1000"),
+            "{e}"
+        );
+        let c = Config::from_vars(&vars(&[("LOOM_DATABASE_MAX_CONNECTIONS", "1000")])).unwrap();
+        assert_eq!(c.database_max_connections, Some(1000));
     }
 
     #[test]

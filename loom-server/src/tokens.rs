@@ -157,7 +157,7 @@ impl JwtKeys {
             org: spec.org,
             role: spec.role,
             jti: uuid::Uuid::new_v4().simple().to_string(),
-            exp: iat + spec.ttl_secs,
+            exp: iat.saturating_add(spec.ttl_secs),
             iat,
             iss: self.issuer.clone(),
             aud: audience.to_owned(),

@@ -129,6 +129,54 @@ fn mint_refuses_an_unknown_role() {
 }
 
 #[test]
+fn mint_refuses_a_lifetime_past_ten_years() {
+    for ttl in ["18446744073709551615", "315360001"] {
+        let out = loom()
+            .args([
+                "token",
+                "mint",
+                "--org",
+                "a",
+                "--subject",
+                "b",
+                "--role",
+                "viewer",
+                "--ttl",
+                ttl,
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{ttl}: {stderr}");
+        assert!(stderr.contains("--ttl"), "{ttl}: {stderr}");
+    }
+}
+
+/// A command whose answer cannot be written fails as any failure does
+/// (exit code 1, a message), not with a panic.
+#[test]
+fn an_answer_that_cannot_be_written_fails_the_command() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return; // not a system with /dev/full
+    };
+    let (url, dir) = testing::sqlite_url();
+    let out = loom()
+        .args(["namespace", "list"])
+        .env("LOOM_DATABASE_URL", &url)
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot write to standard output"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn bad_configuration_stops_the_start_naming_the_variable() {
     let out = loom()
         .arg("serve")
@@ -177,6 +225,26 @@ fn blank_names_are_refused_before_anything_is_written() {
             "viewer",
             "--namespace",
             "",
+        ],
+        &[
+            "token",
+            "mint",
+            "--org",
+            "default",
+            "--subject",
+            "evil\nINFO forged log line",
+            "--role",
+            "admin",
+        ],
+        &[
+            "token",
+            "mint",
+            "--org",
+            "de\u{7}fault",
+            "--subject",
+            "a",
+            "--role",
+            "admin",
         ],
     ] {
         let out = loom()
