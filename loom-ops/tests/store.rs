@@ -226,3 +226,34 @@ async fn one_read_at_a_time_reuses_its_postgres_connection() {
     }
     assert!(pids.iter().all(|p| *p == pids[0]), "{pids:?}");
 }
+
+/// `sqlite::memory:` (and `sqlite:`) is one database for every connection
+/// of the store, not a private one each: what the writer makes, the
+/// readers see. Two stores opened so are two databases.
+#[tokio::test]
+async fn an_in_memory_store_is_one_database_for_its_connections() {
+    for url in ["sqlite::memory:", "sqlite:"] {
+        let store = loom_ops::store::Store::open(loom_ops::store::StoreOptions::new(url))
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        sqlx::query("INSERT INTO orgs (org, created_ms) VALUES ('mem', 1)")
+            .execute(store.writer())
+            .await
+            .unwrap();
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM orgs WHERE org = 'mem'")
+            .fetch_one(store.reader())
+            .await
+            .unwrap();
+        assert_eq!(n, 1, "{url}");
+        let other = loom_ops::store::Store::open(loom_ops::store::StoreOptions::new(url))
+            .await
+            .unwrap();
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM orgs WHERE org = 'mem'")
+            .fetch_one(other.reader())
+            .await
+            .unwrap();
+        assert_eq!(n, 0, "{url}: a second store is a database of its own");
+        store.close().await;
+        other.close().await;
+    }
+}

@@ -163,9 +163,23 @@ fn backend_of(url: &str) -> Result<Backend, String> {
     }
 }
 
-/// A SQLite URL that creates its file when missing.
+/// A SQLite URL every connection of the store opens as one database: a
+/// file is created when missing (`mode=rwc`). SQLite gives each connection
+/// a private database for `sqlite::memory:` (and `sqlite:`), so the
+/// writer's tables were not the readers'; such a URL becomes one named
+/// in-memory database that this store's connections share, and that goes
+/// when they close.
 fn sqlite_url(url: &str) -> String {
-    if url.contains("mode=") {
+    let path = url
+        .trim_start_matches("sqlite:")
+        .trim_start_matches("//")
+        .split('?')
+        .next()
+        .unwrap_or("");
+    if path.is_empty() || path == ":memory:" {
+        let name = uuid::Uuid::new_v4().simple();
+        format!("sqlite:file:loom-{name}?mode=memory&cache=shared")
+    } else if url.contains("mode=") {
         url.to_owned()
     } else if url.contains('?') {
         format!("{url}&mode=rwc")
