@@ -243,6 +243,10 @@ async fn discovery_documents_come_from_the_configured_issuer() {
             )
             .await;
         assert_eq!(a.status, 200, "{n}");
+        assert!(
+            a.header("x-request-id").is_some_and(|id| !id.is_empty()),
+            "OAuth's routes answer with a request id too: {n}"
+        );
         let m = &a.body;
         assert_eq!(m["issuer"], issuer.as_str(), "{n}");
         assert_eq!(

@@ -219,8 +219,12 @@ async fn serve(
     mut stop: oneshot::Receiver<()>,
     background: Vec<JoinHandle<()>>,
 ) {
-    let router =
-        crate::transport::http::router(app.clone()).merge(crate::oauth::routes(app.clone()));
+    // Every route answers with a request id and logs under it, OAuth's too.
+    let router = crate::transport::http::router(app.clone())
+        .merge(crate::oauth::routes(app.clone()))
+        .layer(axum::middleware::from_fn(
+            crate::transport::http::request_id,
+        ));
     let graceful = GracefulShutdown::new();
     loop {
         tokio::select! {

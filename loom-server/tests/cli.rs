@@ -435,16 +435,31 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+    let r = client
+        .post(format!("{base}/v1/memory.get"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"memory_key": "none"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
 
     let logs = served.stop();
     assert!(!logs.contains(&token), "a token was logged");
     let answered: Vec<&str> = logs.lines().filter(|l| l.contains("answered")).collect();
     assert_eq!(
         answered.len(),
-        3 + answered.iter().filter(|l| l.contains("/readyz")).count(),
+        4 + answered.iter().filter(|l| l.contains("/readyz")).count(),
         "{logs}"
     );
     assert!(answered.iter().all(|l| l.contains("request_id")), "{logs}");
+    // The call's own lines, logged on its task, carry the request's id too.
+    let refused: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("call refused"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{logs}");
+    assert!(refused[0].contains("request_id"), "{logs}");
 }
 
 /// Text logs to a pipe (a service manager, a container runtime, a file) are

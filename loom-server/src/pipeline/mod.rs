@@ -29,6 +29,7 @@ use loom_core::{
     Transport,
 };
 use serde_json::Value;
+use tracing::Instrument as _;
 
 pub use auth::{AuthRefusal, authenticate, check_bearer};
 pub use cancel::Cancel;
@@ -143,7 +144,8 @@ pub async fn call_to_completion(app: Arc<App>, req: CallRequest) -> CallOutcome 
     let calls = app.calls.clone();
     // Boxed before it is spawned: the call's state machine is large, and a
     // future is moved by value through `spawn` into its task.
-    let call = Box::pin(async move { call(&app, req).await });
+    // The call's task logs under the request's span (its request id).
+    let call = Box::pin(async move { call(&app, req).await }.instrument(tracing::Span::current()));
     match calls.spawn(call).await {
         Ok(outcome) => outcome,
         Err(e) => {

@@ -12,7 +12,7 @@ use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use loom_core::{ErrorCode, LoomError, Transport};
@@ -33,7 +33,9 @@ pub static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
 
-/// The routes: the HTTP API, health, and MCP at `/mcp`.
+/// The routes: the HTTP API, health, and MCP at `/mcp` (without the
+/// request id layer, [`request_id`], which the server puts around every
+/// route it serves, OAuth's included).
 pub fn router(app: Arc<App>) -> Router {
     let mcp = super::mcp::router(app.clone());
     Router::new()
@@ -43,7 +45,6 @@ pub fn router(app: Arc<App>) -> Router {
         .fallback(not_found)
         .with_state(app)
         .merge(mcp)
-        .layer(middleware::from_fn(request_id))
 }
 
 /// An incoming id is kept when it is 1 to 128 characters of `[A-Za-z0-9._:-]`.
@@ -54,7 +55,9 @@ fn sane_request_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
 }
 
-async fn request_id(mut req: Request, next: Next) -> Response {
+/// Gives every request an id (kept from `x-request-id` when sane), a log
+/// span holding it, the `x-request-id` answer header and an "answered" line.
+pub async fn request_id(mut req: Request, next: Next) -> Response {
     let id = req
         .headers()
         .get(&REQUEST_ID)
