@@ -332,8 +332,18 @@ async fn serve() -> Result<(), String> {
     // Listening for the stop signals starts before serving: a SIGTERM that
     // comes as soon as the server answers (an orchestrator stopping what it
     // just started) still stops it cleanly, where it killed the process.
-    let stop = stop_signal();
-    let server = crate::app::spawn(config).await?;
+    let mut stop = std::pin::pin!(stop_signal());
+    // A signal while the store opens or migrates (a database that does not
+    // answer, a long migration) stops the start there, rather than being
+    // held until the start ends or fails; a migration is a transaction, so
+    // one stopped half-way left nothing half-written.
+    let server = tokio::select! {
+        () = &mut stop => {
+            tracing::info!("signal received while starting; stopped before serving");
+            return Ok(());
+        }
+        started = crate::app::spawn(config) => started?,
+    };
     let app = server.app.clone();
     let base = server.url();
     say!(
@@ -428,52 +438,67 @@ async fn mint(spec: MintSpec) -> Result<(), String> {
             ));
         }
     }
-    if let Some(bad) = spec
-        .namespaces
-        .iter()
-        .find(|n| *n != "*" && !valid_scope_name(n))
-    {
-        return Err(format!(
-            "token mint: --namespace {bad:?} is not a name: 1 to 256 bytes, no control characters, not blank"
-        ));
-    }
+    refuse_bad_namespace("token mint", &spec.namespaces)?;
     let store = open_store(&config).await?;
     let keys = JwtKeys::load(&store, &config).await;
-    let unknown = unknown_namespaces(&store, &spec).await;
+    let unknown = unknown_namespaces(&store, &spec.org, &spec.namespaces).await;
     store.close().await;
     let (token, _claims) = keys?.mint(spec)?;
-    // Minted all the same (the namespace may be created after), but a
-    // call there would be refused until it is.
-    for (org, namespace) in unknown {
-        eprintln!(
-            "loom: note: org {org} has no namespace {namespace} yet; create it with: loom namespace add {org} {namespace}"
-        );
-    }
+    note_unknown(unknown);
     out!("{token}");
     Ok(())
 }
 
 /// The namespaces a token would name (its default `default` when it names
 /// none) that do not exist in its org; none for an org-wide token.
-async fn unknown_namespaces(store: &Store, spec: &MintSpec) -> Vec<(String, String)> {
+async fn unknown_namespaces(
+    store: &Store,
+    org: &str,
+    namespaces: &[String],
+) -> Vec<(String, String)> {
     // A fresh store gets its default org and namespace here, as on `serve`.
-    if spec.org == "*" || store.ensure_default_org().await.is_err() {
+    if org == "*" || store.ensure_default_org().await.is_err() {
         return Vec::new();
     }
-    let Ok(existing) = store.namespaces(Some(&spec.org)).await else {
+    let Ok(existing) = store.namespaces(Some(org)).await else {
         return Vec::new();
     };
     let default = [crate::pipeline::identity::DEFAULT_NAMESPACE.to_owned()];
-    let named = if spec.namespaces.is_empty() {
+    let named = if namespaces.is_empty() {
         &default[..]
     } else {
-        &spec.namespaces[..]
+        namespaces
     };
     named
         .iter()
         .filter(|n| *n != "*" && !existing.iter().any(|(_, e, _, _)| e == *n))
-        .map(|n| (spec.org.clone(), n.clone()))
+        .map(|n| (org.to_owned(), n.clone()))
         .collect()
+}
+
+/// The first of `namespaces` that is no name a token may hold (`*`, every
+/// one, is), with the command's refusal.
+fn refuse_bad_namespace(command: &str, namespaces: &[String]) -> Result<(), String> {
+    match namespaces
+        .iter()
+        .find(|n| *n != "*" && !valid_scope_name(n))
+    {
+        Some(bad) => Err(format!(
+            "{command}: --namespace {bad:?} is not a name: 1 to 256 bytes, no control characters, not blank"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Notes on standard error each namespace a token or user names that its
+/// org does not have yet: minted or added all the same (the namespace may
+/// be created after), but a call there is refused until it is.
+fn note_unknown(unknown: Vec<(String, String)>) {
+    for (org, namespace) in unknown {
+        eprintln!(
+            "loom: note: org {org} has no namespace {namespace} yet; create it with: loom namespace add {org} {namespace}"
+        );
+    }
 }
 
 async fn revoke(jti: String) -> Result<(), String> {
@@ -535,6 +560,7 @@ async fn user_add(
                 .into(),
         );
     }
+    refuse_bad_namespace("user add", &namespaces)?;
     let password_hash = if no_password {
         crate::oauth::users::NO_PASSWORD.to_owned()
     } else {
@@ -547,6 +573,7 @@ async fn user_add(
         if !store.org_exists(&org).await? {
             return Ok(Err(format!("user add: there is no org {org:?}")));
         }
+        note_unknown(unknown_namespaces(&store, &org, &namespaces).await);
         let added = store
             .user_add(&loom_ops::store::UserRow {
                 username: username.clone(),

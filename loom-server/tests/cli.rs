@@ -544,6 +544,45 @@ async fn user_add_stores_a_hash_and_user_disable_disables() {
         "long enough pw\n",
     );
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no org"));
+    // A blank namespace is no name; one the org lacks is added, with a note.
+    let out = user_cmd(
+        &url,
+        &[
+            "user",
+            "add",
+            "cy",
+            "--org",
+            "default",
+            "--role",
+            "viewer",
+            "--namespace",
+            " ",
+        ],
+        "long enough pw\n",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("is not a name"),
+        "{stderr}"
+    );
+    let out = user_cmd(
+        &url,
+        &[
+            "user",
+            "add",
+            "cy",
+            "--org",
+            "default",
+            "--role",
+            "viewer",
+            "--namespace",
+            "later",
+        ],
+        "long enough pw\n",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("has no namespace later yet"), "{stderr}");
     let out = user_cmd(
         &url,
         &["user", "add", "bo", "--org", "default", "--role", "boss"],
@@ -700,4 +739,37 @@ async fn namespace_add_creates_what_a_token_acts_in() {
     );
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// SIGTERM while the store is still opening (here a database that accepts
+/// the connection and never answers) stops the start there, exit code 0,
+/// rather than once the open has timed out and failed.
+#[cfg(unix)]
+#[test]
+fn a_signal_while_starting_stops_the_start() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let child = loom()
+        .arg("serve")
+        .env("LOOM_PORT", "0")
+        .env(
+            "LOOM_DATABASE_URL",
+            format!("postgres://loom@127.0.0.1:{port}/loom"),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The server is opening its store once it connects: its stop signals
+    // are listened for before that.
+    let (_held, _) = silent.accept().unwrap();
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("stopped before serving"), "{stderr}");
 }
