@@ -737,6 +737,17 @@ async fn idempotency_keys_replay_only_to_their_principal() {
         assert_eq!(first.status, 200, "{n}: {}", first.text);
         assert!(first.header("idempotent-replayed").is_none(), "{n}");
         assert_eq!(t.count(ok_rows).await, 1, "{n}");
+        // two keys on one request name no one request
+        let two = t
+            .send(
+                t.request("grants.set", Some(&boss))
+                    .header("idempotency-key", "k-1")
+                    .header("idempotency-key", "k-2")
+                    .json(&set("bo")),
+            )
+            .await;
+        assert_envelope(&two, 400, "BAD_REQUEST", n);
+        assert_eq!(t.count(ok_rows).await, 1, "{n}");
 
         // same key, same principal, same body (keys in another order): the stored answer, not a second run
         let again = t

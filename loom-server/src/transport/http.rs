@@ -262,6 +262,16 @@ async fn call_op(
         Ok(args) => args,
         Err(e) => return error_response(&e, None),
     };
+    // Two keys name no one request: refused, as two Authorization headers are.
+    if headers.get_all(&IDEMPOTENCY_KEY).iter().nth(1).is_some() {
+        return error_response(
+            &LoomError::new(
+                ErrorCode::BadRequest,
+                "send one Idempotency-Key header, not several",
+            ),
+            None,
+        );
+    }
     let idempotency_key = match headers.get(&IDEMPOTENCY_KEY).map(|v| v.to_str()) {
         None => None,
         Some(Ok(k)) => Some(k.to_owned()),
