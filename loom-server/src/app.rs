@@ -177,21 +177,23 @@ impl RunningServer {
 /// a free one). Returns once the socket listens; the revocation list loads
 /// in the background (`/readyz` says when).
 pub async fn spawn(config: Config) -> Result<RunningServer, String> {
-    let app = App::open(config).await?;
-    let host = app
-        .config
+    // The socket first: a host that does not resolve or a port in use is
+    // refused before a store is made or migrated for a server that cannot
+    // serve.
+    let host = config
         .bind_host
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_owned();
-    let listener = TcpListener::bind((host.as_str(), app.config.port))
+    let listener = TcpListener::bind((host.as_str(), config.port))
         .await
         .map_err(|e| {
             format!(
-                "cannot listen on {}:{}: {e}",
-                app.config.bind_host, app.config.port
+                "cannot listen on {}:{} (LOOM_BIND_HOST, LOOM_PORT): {e}",
+                config.bind_host, config.port
             )
         })?;
+    let app = App::open(config).await?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     // Background tasks that end with the server.
     let mut background: Vec<JoinHandle<()>> = Vec::new();

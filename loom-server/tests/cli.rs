@@ -196,6 +196,20 @@ fn bad_configuration_stops_the_start_naming_the_variable() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("LOOM_ALLOW_INSECURE"));
 
+    // A host that does not resolve is refused before any store is made.
+    let (url, dir) = testing::sqlite_url();
+    let out = loom()
+        .arg("serve")
+        .env("LOOM_BIND_HOST", "not-a-host.invalid")
+        .env("LOOM_DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("LOOM_BIND_HOST"), "{stderr}");
+    assert!(!dir.join("loom.db").exists(), "no store was made");
+    let _ = std::fs::remove_dir_all(dir);
+
     // A store in a directory that does not exist is named, not its side file.
     let out = loom()
         .arg("migrate")
