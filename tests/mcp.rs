@@ -385,9 +385,9 @@ async fn listings_follow_toolset_and_profile() {
             .clone();
         assert_eq!(get["annotations"]["readOnlyHint"], true);
         assert!(get.get("outputSchema").is_none());
-        // loom_op's hints are the most any op it routes may do: on core,
-        // changes but nothing destructive (delete and apply are listed);
-        // on coding memory.apply too; on readonly only reads.
+        // loom_op's hints are the most any op it routes may do: on core
+        // and coding it routes destructive ops (blacklist.remove; on
+        // coding memory.apply too); on readonly only reads.
         let hints = |list: &Value, name: &str| {
             list["tools"]
                 .as_array()
@@ -402,7 +402,7 @@ async fn listings_follow_toolset_and_profile() {
                 &hints(&list, "loom_op")["readOnlyHint"],
                 &hints(&list, "loom_op")["destructiveHint"]
             ),
-            (&json!(false), &json!(false))
+            (&json!(false), &json!(true))
         );
         let coding = McpClient::new(&t, Some(&token), "toolset=coding");
         let co = coding.request("tools/list", json!({})).await.body["result"].clone();
