@@ -433,9 +433,7 @@ async fn mint(spec: MintSpec) -> Result<(), String> {
     // every row: names as a call may send them (`*` is any org).
     for (flag, name) in [("--org", &spec.org), ("--subject", &spec.subject)] {
         if name != "*" && !valid_scope_name(name) {
-            return Err(format!(
-                "token mint: {flag} {name:?} is not a name: 1 to 256 bytes, no control characters, not blank"
-            ));
+            return Err(not_a_name("token mint", flag, name, ""));
         }
     }
     refuse_bad_namespace("token mint", &spec.namespaces)?;
@@ -483,11 +481,17 @@ fn refuse_bad_namespace(command: &str, namespaces: &[String]) -> Result<(), Stri
         .iter()
         .find(|n| *n != "*" && !valid_scope_name(n))
     {
-        Some(bad) => Err(format!(
-            "{command}: --namespace {bad:?} is not a name: 1 to 256 bytes, no control characters, not blank"
-        )),
+        Some(bad) => Err(not_a_name(command, "--namespace", bad, "")),
         None => Ok(()),
     }
+}
+
+/// A command's refusal of `name`, given as `what`, which [`valid_scope_name`]
+/// refused (`also` names what else it may not be).
+fn not_a_name(command: &str, what: &str, name: &str, also: &str) -> String {
+    format!(
+        "{command}: {what} {name:?} is not a name: 1 to 256 bytes, no control characters, not blank{also}"
+    )
 }
 
 /// Notes on standard error each namespace a token or user names that its
@@ -626,8 +630,11 @@ async fn namespace_add(ns: loom_ops::store::NewNamespace<'_>) -> Result<(), Stri
     use loom_ops::store::NamespaceCreated;
     for (what, name) in [("org", ns.org), ("namespace", ns.namespace)] {
         if !valid_scope_name(name) {
-            return Err(format!(
-                "namespace add: the {what} {name:?} is not a name: 1 to 256 bytes, no control characters, not blank or *"
+            return Err(not_a_name(
+                "namespace add",
+                &format!("the {what}"),
+                name,
+                " or *",
             ));
         }
     }

@@ -10,11 +10,11 @@ use self::model::{
     BlacklistAdd, BlacklistAdded, BlacklistList, BlacklistPattern, BlacklistPatterns,
     BlacklistRemove, BlacklistRemoved, SweptMemory,
 };
-use crate::memory::store::{self as memories, Row};
+use crate::memory::store as memories;
 use crate::memory::validate::invalid;
 use crate::outcome::audited;
 use crate::scope::require_namespace;
-use crate::store::{Backend, Store, db_error, now_ms, rfc3339};
+use crate::store::{Store, now_ms, rfc3339};
 
 /// Adds a pattern the namespace refuses: a later memory.set or
 /// memory.update whose content matches fails with BLACKLISTED.
@@ -47,31 +47,17 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
     require_namespace(tx.conn(), cx).await?;
     // Matching ignores case, so a pattern differing from one held only in
     // case adds nothing.
-    let folded = pattern.to_lowercase();
-    let held = store::patterns(tx.conn(), cx)
-        .await?
-        .iter()
-        .any(|p| p.to_lowercase() == folded);
+    let held = store::held(tx.conn(), cx, pattern).await?.is_some();
     let added = !held && store::insert(tx.conn(), cx, pattern, now).await?;
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
     if input.sweep {
         // Held until the commit on PostgreSQL, as memory.apply holds its
         // rows: a write of one meanwhile waits instead of failing the sweep.
-        let hold = match Backend::of(tx.conn()) {
-            Backend::Postgres => " FOR UPDATE",
-            Backend::Sqlite => "",
+        let every_row = memories::ListFilter {
+            for_update: true,
+            ..Default::default()
         };
-        let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {} FROM memories WHERE org = $1 AND namespace = $2 AND deleted = 0 \
-             AND (expires_ms IS NULL OR expires_ms > $3) ORDER BY memory_key, agent{hold}",
-            memories::COLUMNS
-        )))
-        .bind(&cx.scope.org)
-        .bind(&cx.scope.namespace)
-        .bind(now)
-        .fetch_all(tx.conn())
-        .await
-        .map_err(db_error)?;
+        let rows = memories::list_all(tx.conn(), cx, &every_row, now).await?;
         // A lock holds its key, whichever agent's row carries it.
         let locked = memories::locked_keys(tx.conn(), cx).await?;
         for row in rows

@@ -74,19 +74,24 @@ pub async fn listed(conn: &mut AnyConnection, cx: &OpCx) -> OpResult<Vec<(String
     .map_err(db_error)
 }
 
-/// Removes the held pattern equal to `pattern` ignoring case (at most one
-/// is held: adding refuses a second); the one removed, if any.
+/// The held pattern equal to `pattern` ignoring case, as patterns match
+/// (at most one is held: adding refuses a second).
+pub async fn held(conn: &mut AnyConnection, cx: &OpCx, pattern: &str) -> OpResult<Option<String>> {
+    let folded = pattern.to_lowercase();
+    Ok(patterns(conn, cx)
+        .await?
+        .into_iter()
+        .find(|p| p.to_lowercase() == folded))
+}
+
+/// Removes the held pattern equal to `pattern` ignoring case; the one
+/// removed, if any.
 pub async fn remove(
     conn: &mut AnyConnection,
     cx: &OpCx,
     pattern: &str,
 ) -> OpResult<Option<String>> {
-    let folded = pattern.to_lowercase();
-    let Some(held) = patterns(&mut *conn, cx)
-        .await?
-        .into_iter()
-        .find(|p| p.to_lowercase() == folded)
-    else {
+    let Some(held) = held(&mut *conn, cx, pattern).await? else {
         return Ok(None);
     };
     sqlx::query("DELETE FROM blacklist WHERE org = $1 AND namespace = $2 AND pattern = $3")

@@ -12,8 +12,6 @@ use super::validate::{self, invalid, labels_from_json, labels_json};
 use crate::scope::require_namespace;
 use crate::store::{Store, db_error, now_ms};
 
-const PAGE: i64 = 500;
-
 /// What happens to one row.
 enum Step {
     Change(Box<Row>),
@@ -53,28 +51,6 @@ fn plan(action: ApplyAction, add: &[String], row: &Row, key_locked: bool, now: i
         ApplyAction::Demote => new.pinned = 0,
     }
     Step::Change(Box::new(new))
-}
-
-/// Every live row the filter matches, in key order.
-async fn matching(
-    conn: &mut AnyConnection,
-    cx: &OpCx,
-    filter: &ListFilter<'_>,
-    now: i64,
-) -> OpResult<Vec<Row>> {
-    let mut out: Vec<Row> = Vec::new();
-    let mut after = (String::new(), String::new());
-    loop {
-        let page = sql::list(conn, cx, filter, (&after.0, &after.1), PAGE, now).await?;
-        let full = page.len() as i64 == PAGE;
-        if let Some(last) = page.last() {
-            after = (last.memory_key.clone(), last.agent.clone());
-        }
-        out.extend(page);
-        if !full {
-            return Ok(out);
-        }
-    }
 }
 
 async fn reset_recall(conn: &mut AnyConnection, row: &Row) -> OpResult<()> {
@@ -145,7 +121,7 @@ pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<App
         // A dry run changes nothing: it need not hold up other writers.
         for_update: !input.dry_run,
     };
-    let rows = matching(tx.conn(), cx, &filter, now).await?;
+    let rows = sql::list_all(tx.conn(), cx, &filter, now).await?;
     // A lock holds its key, whichever agent's row carries it.
     let locked = sql::locked_keys(tx.conn(), cx).await?;
     let mut changes: Vec<(Row, Row)> = Vec::new();

@@ -1138,6 +1138,30 @@ pub async fn list(
     q.bind(limit).fetch_all(conn).await.map_err(db_error)
 }
 
+/// Every live row the filter matches, in key order: [`list`] page by page
+/// (`memory.apply`, the blacklist's sweep).
+pub async fn list_all(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    filter: &ListFilter<'_>,
+    now: i64,
+) -> OpResult<Vec<Row>> {
+    const PAGE: i64 = 500;
+    let mut out: Vec<Row> = Vec::new();
+    let mut after = (String::new(), String::new());
+    loop {
+        let page = list(conn, cx, filter, (&after.0, &after.1), PAGE, now).await?;
+        let full = page.len() as i64 == PAGE;
+        if let Some(last) = page.last() {
+            after = (last.memory_key.clone(), last.agent.clone());
+        }
+        out.extend(page);
+        if !full {
+            return Ok(out);
+        }
+    }
+}
+
 /// What [`list`] keeps.
 #[derive(Debug, Default)]
 pub struct ListFilter<'a> {
