@@ -533,6 +533,26 @@ async fn calls_write_read_and_shape_results() {
                 .unwrap()
                 .starts_with("memory: 1 (deploy_window)")
         );
+        // its options are lenient: names it does not know, or that are not
+        // names, are read as the defaults; the result says what was used
+        for (recipe, bodies, used) in [
+            (json!("fastest"), json!("summaries"), ["balanced", "full"]),
+            (json!(7), json!(["none"]), ["balanced", "full"]),
+            (json!("RECENT"), json!("none"), ["recent", "none"]),
+        ] {
+            let s = c
+                .call(
+                    "loom_search",
+                    json!({"query": "deploy window", "recipe": recipe, "bodies": bodies}),
+                )
+                .await;
+            assert_eq!(s["isError"], false, "{s}");
+            let out = &s["structuredContent"];
+            assert_eq!([&out["recipe"], &out["bodies"]], used, "{s}");
+            let hit = &out["memory"][0];
+            assert_eq!(hit["memory_key"], "deploy_window", "{s}");
+            assert_eq!(hit.get("content").is_none(), used[1] == "none", "{s}");
+        }
         // loom_op runs what core does not list, and helps find it
         let help = c
             .call("loom_op", json!({"op": "help", "query": "unpin"}))

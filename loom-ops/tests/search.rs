@@ -94,6 +94,106 @@ async fn search_query_ranks_memories_and_returns_every_section() {
     }
 }
 
+/// recipe weighs the same candidates otherwise and bodies returns less of
+/// each text; unknown values of either are read as the defaults, and the
+/// result names what was used.
+#[tokio::test]
+async fn search_query_recipes_and_bodies() {
+    for h in common::all().await {
+        let n = h.name();
+        let long = format!("orchard {}", "harvest notes for the season ".repeat(12));
+        for (k, c) in [
+            ("old_note", "orchard orchard orchard"),
+            ("new_note", long.as_str()),
+        ] {
+            h.call("memory.set", json!({"memory_key": k, "content": c}))
+                .await
+                .unwrap();
+        }
+        // old_note: the better match, changed ten days before new_note
+        let day = 86_400_000_i64;
+        sqlx::query(
+            "UPDATE memories SET updated_ms = updated_ms - $1 WHERE memory_key = 'old_note'",
+        )
+        .bind(10 * day)
+        .execute(h.store().writer())
+        .await
+        .unwrap();
+        let search = |args: Value| h.call("search.query", args);
+        let relevance = search(json!({"query": "orchard", "recipe": "relevance", "explain": true}))
+            .await
+            .unwrap();
+        assert_eq!(keys(&relevance["memory"]), ["old_note", "new_note"], "{n}");
+        assert_eq!(relevance["recipe"], "relevance", "{n}");
+        let lexical =
+            |out: &Value, i: usize| out["memory"][i]["explain"]["lexical"].as_f64().unwrap();
+        assert!(
+            lexical(&relevance, 0) > lexical(&relevance, 1),
+            "{n}: {relevance}"
+        );
+        // relevance scores the text match alone
+        assert_eq!(
+            relevance["memory"][0]["score"].as_f64(),
+            Some(lexical(&relevance, 0)),
+            "{n}"
+        );
+
+        let recent = search(json!({"query": "orchard", "recipe": "Recent"}))
+            .await
+            .unwrap();
+        assert_eq!(keys(&recent["memory"]), ["new_note", "old_note"], "{n}");
+        assert_eq!(recent["recipe"], "recent", "{n}");
+
+        // unknown names and no names: balanced, whole texts
+        for args in [
+            json!({"query": "orchard", "recipe": "fastest", "bodies": "summaries"}),
+            json!({"query": "orchard"}),
+        ] {
+            let out = search(args).await.unwrap();
+            assert_eq!(
+                (&out["recipe"], &out["bodies"]),
+                (&json!("balanced"), &json!("full")),
+                "{n}"
+            );
+            let new_note = out["memory"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h["memory_key"] == "new_note");
+            assert_eq!(new_note.unwrap()["content"], json!(long), "{n}");
+        }
+
+        let snippets = search(json!({"query": "orchard", "recipe": "recent", "bodies": "snippet"}))
+            .await
+            .unwrap();
+        let cut = snippets["memory"][0]["content"].as_str().unwrap();
+        assert!(
+            cut.starts_with("orchard harvest") && cut.ends_with('…'),
+            "{n}: {cut}"
+        );
+        assert!(cut.chars().count() <= 201, "{n}: {cut}");
+        assert_eq!(
+            snippets["memory"][1]["content"], "orchard orchard orchard",
+            "{n}"
+        );
+
+        let bare = search(json!({"query": "orchard", "bodies": "none"}))
+            .await
+            .unwrap();
+        assert_eq!(bare["bodies"], "none", "{n}");
+        for hit in bare["memory"].as_array().unwrap() {
+            assert!(hit.get("content").is_none(), "{n}: {hit}");
+            assert!(hit["memory_key"].is_string(), "{n}: {hit}");
+        }
+        // a name must still be a string over /v1
+        assert_eq!(
+            code(search(json!({"query": "orchard", "recipe": 3})).await),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn memory_search_filters_and_refuses_bad_limits() {
     for h in common::all().await {

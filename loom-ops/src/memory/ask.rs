@@ -73,6 +73,7 @@ pub async fn ask(store: &Store, cx: &OpCx, input: MemoryAsk) -> OpResult<MemoryA
         namespace: None,
         agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
         kind: None,
+        recipe: rank::Recipe::Balanced,
     };
     let found = rank::search(&mut conn, store, cx, &terms, &filter, limit as usize, now).await?;
     drop(conn);

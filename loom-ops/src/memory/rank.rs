@@ -19,7 +19,12 @@
 //! recall  = min(1, ln(1 + recall_count) / ln(101))   saturates at 100 recalls
 //! ```
 //!
-//! `explain` returns these parts with each hit.
+//! `explain` returns these parts with each hit. That is the `balanced`
+//! recipe; `search.query` may ask for another weighing of the same parts
+//! ([`Recipe`]): `relevance` (the text match alone) or `recent` (newest
+//! first among the candidates).
+
+use std::sync::LazyLock;
 
 use loom_core::{OpCx, OpResult};
 use schemars::JsonSchema;
@@ -27,7 +32,8 @@ use serde::Serialize;
 use sqlx::AnyConnection;
 
 use super::store::{COLUMNS, Row};
-use crate::store::{Backend, Bind, PerBackend, Store, Values, all_rows, db_error, rfc3339};
+
+use crate::store::{Backend, Bind, Store, Values, all_rows, db_error, rfc3339};
 
 /// Rows each retrieval pass takes from the full-text index, newest first,
 /// before they are ranked.
@@ -131,7 +137,8 @@ pub struct MemoryHit {
     pub namespace: String,
     /// The agent holding the row.
     pub agent: String,
-    /// The content.
+    /// The content (absent when a search asked for no bodies).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub content: String,
     /// The kind.
     pub kind: String,
@@ -150,7 +157,67 @@ pub struct MemoryHit {
     pub explain: Option<ScoreParts>,
 }
 
-/// Filters on the candidates.
+/// How a search weighs what each candidate scores ([`ScoreParts`]):
+/// `search.query`'s `recipe`. Every recipe ranks the same candidates (the
+/// newest rows the query matches, see [`CANDIDATES`]); they differ in
+/// what puts one ahead of another.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Recipe {
+    /// The text match, then recency, pins and recall counts (the module
+    /// doc's score).
+    #[default]
+    Balanced,
+    /// The text match alone: the best-matching rows first, however old.
+    Relevance,
+    /// Recency first: the newest matching rows first, the text match
+    /// breaking near ties.
+    Recent,
+}
+
+impl Recipe {
+    /// Every recipe, by name.
+    pub const ALL: [Recipe; 3] = [Recipe::Balanced, Recipe::Relevance, Recipe::Recent];
+
+    /// The recipe `name` names (any case), or `None`.
+    pub fn named(name: &str) -> Option<Recipe> {
+        Recipe::ALL
+            .into_iter()
+            .find(|r| r.name().eq_ignore_ascii_case(name.trim()))
+    }
+
+    /// Its name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Recipe::Balanced => "balanced",
+            Recipe::Relevance => "relevance",
+            Recipe::Recent => "recent",
+        }
+    }
+
+    /// The weights of lexical, recency, pinned and recall.
+    ///
+    /// Why `recent` keeps a little of the text match: recency alone ties
+    /// every row changed in the same instant (a bulk write), and the row
+    /// that matches better should win such a tie. 0.01 of a lexical score
+    /// in [0, 1) moves a row ahead of another at most as far as ~0.4 day
+    /// of age near the top of the scale.
+    const fn weights(self) -> [f64; 4] {
+        match self {
+            Recipe::Balanced => [1.0, 0.25, 0.30, 0.15],
+            Recipe::Relevance => [1.0, 0.0, 0.0, 0.0],
+            Recipe::Recent => [0.01, 1.0, 0.0, 0.0],
+        }
+    }
+
+    /// The score of `p` under this recipe (higher first).
+    pub fn score(self, p: &ScoreParts) -> f64 {
+        let [lexical, recency, pinned, recall] = self.weights();
+        lexical * p.lexical + recency * p.recency + pinned * p.pinned + recall * p.recall
+    }
+}
+
+/// Filters on the candidates, and the recipe that ranks them.
 #[derive(Debug, Default)]
 pub struct SearchFilter<'a> {
     /// Another namespace of the org than the call's (search.query's fan-out).
@@ -159,6 +226,8 @@ pub struct SearchFilter<'a> {
     pub agent: Option<&'a str>,
     /// Only this kind.
     pub kind: Option<&'a str>,
+    /// How the candidates are weighed.
+    pub recipe: Recipe,
 }
 
 /// Which rows a retrieval pass asks the index for.
@@ -274,7 +343,7 @@ pub async fn search_counted(
             .into_inner()
             .map_err(|fault| rusqlite::Error::ToSqlConversionFailure(fault.into()))?;
         let values: Vec<&dyn rusqlite::ToSql> = values.iter().map(|v| v as _).collect();
-        all_rows(c, ranked_sql(backend, both), &values, |r| {
+        all_rows(c, ranked_sql(backend, filter.recipe, both), &values, |r| {
             Ok(Ranked {
                 row: Row::from_sqlite(r)?,
                 // after the row's 18 columns
@@ -283,10 +352,10 @@ pub async fn search_counted(
         })
     });
     if let Some(found) = inline {
-        return Ok(rank_page(found?, now));
+        return Ok(rank_page(found?, filter.recipe, now));
     }
     let mut query = ranked_args(
-        sqlx::query_as::<_, Ranked>(ranked_sql(backend, both)),
+        sqlx::query_as::<_, Ranked>(ranked_sql(backend, filter.recipe, both)),
         backend,
         cx,
         counted,
@@ -301,7 +370,7 @@ pub async fn search_counted(
         query = query.persistent(false);
     }
     let found = query.fetch_all(conn).await.map_err(db_error)?;
-    Ok(rank_page(found, now))
+    Ok(rank_page(found, filter.recipe, now))
 }
 
 /// [`ranked_sql`]'s parameters, in order, bound once for either driver.
@@ -333,7 +402,7 @@ fn ranked_args<'q, B: Bind<'q>>(
     b
 }
 
-fn rank_page(found: Vec<Ranked>, now: i64) -> Vec<(Row, ScoreParts)> {
+fn rank_page(found: Vec<Ranked>, recipe: Recipe, now: i64) -> Vec<(Row, ScoreParts)> {
     // The database ordered by the same score; it is computed once more
     // here for the parts, and the page is put in that order, so the scores
     // a caller sees never run against the order they are listed in.
@@ -351,8 +420,9 @@ fn rank_page(found: Vec<Ranked>, now: i64) -> Vec<(Row, ScoreParts)> {
         })
         .collect();
     ranked.sort_by(|a, b| {
-        score(&b.1)
-            .total_cmp(&score(&a.1))
+        recipe
+            .score(&b.1)
+            .total_cmp(&recipe.score(&a.1))
             .then_with(|| a.0.memory_key.cmp(&b.0.memory_key))
             .then_with(|| a.0.agent.cmp(&b.0.agent))
     });
@@ -379,22 +449,34 @@ struct Ranked {
 /// sums over the query's phrases that a row holds, so a row holding every
 /// term scores the same under AND as under OR; PostgreSQL's ts_rank does
 /// not, so it ranks by the OR query ($1) whatever the pass. A row both
-/// passes found counts once. The score is the module doc's, written in
-/// SQL; ties go to the key, then the agent, in byte order. Written once
-/// per shape.
-fn ranked_sql(backend: Backend, both: bool) -> &'static str {
-    static ONE_PASS: PerBackend = PerBackend::new(
-        || build_ranked_sql(Backend::Sqlite, false),
-        || build_ranked_sql(Backend::Postgres, false),
-    );
-    static TWO_PASSES: PerBackend = PerBackend::new(
-        || build_ranked_sql(Backend::Sqlite, true),
-        || build_ranked_sql(Backend::Postgres, true),
-    );
-    if both { &TWO_PASSES } else { &ONE_PASS }.get(backend)
+/// passes found counts once. The score is the module doc's, weighed by
+/// the recipe, written in SQL; ties go to the key, then the agent, in byte
+/// order. Written once per backend, recipe and shape.
+fn ranked_sql(backend: Backend, recipe: Recipe, both: bool) -> &'static str {
+    // [backend][recipe][both]: twelve texts, written together on first use.
+    static TEXTS: LazyLock<Vec<String>> = LazyLock::new(|| {
+        let mut texts = Vec::with_capacity(12);
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            for recipe in Recipe::ALL {
+                for both in [false, true] {
+                    texts.push(build_ranked_sql(backend, recipe, both));
+                }
+            }
+        }
+        texts
+    });
+    let b = match backend {
+        Backend::Sqlite => 0,
+        Backend::Postgres => 1,
+    };
+    let r = Recipe::ALL
+        .iter()
+        .position(|x| *x == recipe)
+        .unwrap_or_default();
+    &TEXTS[(b * Recipe::ALL.len() + r) * 2 + usize::from(both)]
 }
 
-fn build_ranked_sql(backend: Backend, both: bool) -> String {
+fn build_ranked_sql(backend: Backend, recipe: Recipe, both: bool) -> String {
     let (join, greatest, least, float, bytes) = match backend {
         Backend::Sqlite => ("m.id = page.id", "MAX", "MIN", "REAL", ""),
         Backend::Postgres => (
@@ -417,11 +499,14 @@ fn build_ranked_sql(backend: Backend, both: bool) -> String {
     }
     let raw = format!("{greatest}(raw, 0.0)");
     let days = format!("CAST({greatest}($4 - updated_ms, 0) AS {float}) / {DAY_MS:.1}");
+    // The recipe's weights, written as literals with a decimal point (a
+    // weight of 0 leaves its term to the planner to fold away).
+    let [w_lexical, w_recency, w_pinned, w_recall] = recipe.weights();
     let score = format!(
-        "{raw} / (1.0 + {raw}) \
-         + 0.25 * exp({LN_HALF} * {days} / 30.0) \
-         + 0.30 * (CASE WHEN pinned <> 0 THEN 1.0 ELSE 0.0 END) \
-         + 0.15 * {least}(1.0, ln(1.0 + {greatest}(recall_count, 0)) / ln(101.0))"
+        "{w_lexical:?} * {raw} / (1.0 + {raw}) \
+         + {w_recency:?} * exp({LN_HALF} * {days} / 30.0) \
+         + {w_pinned:?} * (CASE WHEN pinned <> 0 THEN 1.0 ELSE 0.0 END) \
+         + {w_recall:?} * {least}(1.0, ln(1.0 + {greatest}(recall_count, 0)) / ln(101.0))"
     );
     let columns = COLUMNS
         .split(',')
@@ -490,13 +575,13 @@ fn parts(updated_ms: i64, pinned: bool, recall_count: i64, raw: f64, now: i64) -
     }
 }
 
-/// The score from its parts (see the module doc).
+/// The score from its parts under the default recipe (see the module doc).
 pub fn score(p: &ScoreParts) -> f64 {
-    p.lexical + 0.25 * p.recency + 0.30 * p.pinned + 0.15 * p.recall
+    Recipe::Balanced.score(p)
 }
 
 /// The API shape of a hit.
-pub fn hit(row: &Row, parts: ScoreParts, explain: bool) -> MemoryHit {
+pub fn hit(row: &Row, parts: ScoreParts, recipe: Recipe, explain: bool) -> MemoryHit {
     MemoryHit {
         memory_key: row.memory_key.clone(),
         namespace: row.namespace.clone(),
@@ -507,7 +592,7 @@ pub fn hit(row: &Row, parts: ScoreParts, explain: bool) -> MemoryHit {
         version: row.version,
         pinned: row.pinned != 0,
         updated_at: rfc3339(row.updated_ms),
-        score: score(&parts),
+        score: recipe.score(&parts),
         explain: explain.then_some(parts),
     }
 }
@@ -540,7 +625,7 @@ mod tests {
     #[tokio::test]
     async fn the_ranking_statement_is_not_prepared_again_for_each_search() {
         let test = crate::store::testing::sqlite().await;
-        let sql = ranked_sql(Backend::Sqlite, true);
+        let sql = ranked_sql(Backend::Sqlite, Recipe::Balanced, true);
         let frequencies = loom_fts5::frequencies(&[1, 1]);
         let reprepared = test
             .store

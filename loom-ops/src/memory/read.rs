@@ -395,6 +395,7 @@ pub async fn search(store: &Store, cx: &OpCx, input: MemorySearch) -> OpResult<M
         namespace: None,
         agent: input.agent.is_some().then_some(cx.scope.agent.as_str()),
         kind: kind.as_deref(),
+        recipe: rank::Recipe::Balanced,
     };
     let found = rank::search(&mut conn, store, cx, &terms, &filter, limit as usize, now).await?;
     drop(conn);
@@ -402,7 +403,7 @@ pub async fn search(store: &Store, cx: &OpCx, input: MemorySearch) -> OpResult<M
     Ok(MemorySearchResult {
         hits: found
             .into_iter()
-            .map(|(row, parts)| rank::hit(&row, parts, input.explain))
+            .map(|(row, parts)| rank::hit(&row, parts, rank::Recipe::Balanced, input.explain))
             .collect(),
     })
 }

@@ -5,8 +5,8 @@ pub mod model;
 
 use loom_core::{OpCx, OpResult, loom_op};
 
-use self::model::{ProfileHit, SearchQuery, SearchResults};
-use crate::memory::rank::{self, SearchFilter};
+use self::model::{Bodies, ProfileHit, SearchQuery, SearchResults};
+use crate::memory::rank::{self, Recipe, SearchFilter};
 use crate::memory::read::record_exposures;
 use crate::scope::require_namespace_in;
 use crate::store::{Store, all_rows, db_error, now_ms};
@@ -64,8 +64,10 @@ async fn namespaces(store: &Store, cx: &OpCx) -> OpResult<Vec<String>> {
 /// Searches memory, profile, knowledge and conversations at once and
 /// returns a section for each (empty when a plane has nothing). Memory hits
 /// come from your namespace and your other memory namespaces, ranked by
-/// text match, recency, pins and recall counts; explain: true shows the
-/// parts. To read one memory by key use memory.get.
+/// text match, recency, pins and recall counts (recipe: relevance or
+/// recent weighs them otherwise); explain: true shows the parts, bodies:
+/// snippet or none returns less of each text. To read one memory by key
+/// use memory.get.
 #[loom_op(
     role = "viewer",
     idempotent,
@@ -79,6 +81,12 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
         .top_k
         .unwrap_or(DEFAULT_TOP_K)
         .clamp(1, rank::LARGEST_PAGE);
+    let recipe = input
+        .recipe
+        .as_deref()
+        .and_then(Recipe::named)
+        .unwrap_or_default();
+    let bodies = Bodies::lenient(input.bodies.as_deref());
     let terms = rank::terms(&input.query);
     let now = now_ms();
     require_namespace_in(store, cx).await?;
@@ -93,6 +101,7 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
         for ns in &namespaces {
             let filter = SearchFilter {
                 namespace: Some(ns),
+                recipe,
                 ..SearchFilter::default()
             };
             hits.extend(
@@ -100,7 +109,7 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
                     .await?,
             );
         }
-        hits.sort_by(|a, b| rank::score(&b.1).total_cmp(&rank::score(&a.1)));
+        hits.sort_by(|a, b| recipe.score(&b.1).total_cmp(&recipe.score(&a.1)));
         hits.truncate(top_k as usize);
         hits
     };
@@ -120,7 +129,7 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
             .collect();
         (!matched.is_empty()).then(|| ProfileHit {
             section: section.to_owned(),
-            content,
+            content: bodies.apply(content),
             matched,
         })
     })
@@ -129,9 +138,15 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     profile_hits.truncate(top_k as usize);
     Ok(SearchResults {
         top_k,
+        recipe,
+        bodies,
         memory: memory
             .into_iter()
-            .map(|(row, parts)| rank::hit(&row, parts, input.explain))
+            .map(|(row, parts)| {
+                let mut hit = rank::hit(&row, parts, recipe, input.explain);
+                hit.content = bodies.apply(hit.content);
+                hit
+            })
             .collect(),
         profile: profile_hits,
         knowledge: Vec::new(),

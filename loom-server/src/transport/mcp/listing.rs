@@ -243,13 +243,16 @@ fn synthetic(
 }
 
 /// The input schema of `loom_search`: its own, lenient (an out-of-range
-/// `top_k` is clamped, not refused), with no namespace.
+/// `top_k` is clamped, an unknown `recipe` or `bodies` read as the
+/// default, not refused), with no namespace.
 pub fn search_input_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "What to look for, in plain words."},
             "top_k": {"type": "integer", "description": "Hits per section (1-50, default 10)."},
+            "recipe": {"type": "string", "description": "Memory ranking: balanced (default), relevance (text match only) or recent (newest first)."},
+            "bodies": {"type": "string", "description": "Hit text: full (default), snippet or none."},
             "explain": {"type": "boolean", "description": "Add why each memory hit ranked."}
         },
         "required": ["query"]

@@ -403,6 +403,13 @@ async fn search(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
                 map.insert("top_k".into(), json!(n.round().clamp(1.0, 50.0) as i64));
             }
         }
+        // An unknown recipe or bodies name is read as the default by the op;
+        // one that is not a name at all is dropped here, to the same end.
+        for option in ["recipe", "bodies"] {
+            if map.get(option).is_some_and(|v| !v.is_string()) {
+                map.remove(option);
+            }
+        }
     }
     let (args, key, explain) = match prepare(op, args) {
         Ok(p) => p,
