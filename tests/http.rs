@@ -523,13 +523,14 @@ async fn roles_namespaces_and_grants() {
         assert_envelope(&a, 403, "AUTH_INSUFFICIENT", n);
         assert_eq!(a.body["error"]["required_role"], "admin", "{n}");
 
-        // a namespace the token does not name, without a grant
+        // a namespace the org does not have is missing, whatever the token
+        // names (which namespaces an org has is no secret in it)
         let a = t
             .post("grants.list", Some(&viewer), json!({"namespace": "secret"}))
             .await;
-        assert_envelope(&a, 403, "NAMESPACE_NOT_ACCESSIBLE", n);
+        assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", n);
 
-        // an admin of `secret`… does not exist yet: the team admin cannot grant there either
+        // `secret` does not exist yet: the team admin cannot grant there either
         let a = t
             .post(
                 "grants.set",
@@ -537,7 +538,8 @@ async fn roles_namespaces_and_grants() {
                 json!({"namespace": "secret", "subject": "ana", "role": "viewer"}),
             )
             .await;
-        assert_envelope(&a, 403, "NAMESPACE_NOT_ACCESSIBLE", n);
+        assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", n);
+        assert_eq!(t.count("SELECT COUNT(*) FROM grants").await, 0, "{n}");
 
         // an org-scoped admin token (no namespace claim) covers every
         // namespace of its org, once it exists: no grant is planted ahead
@@ -672,6 +674,118 @@ async fn a_token_from_one_org_is_refused_in_another() {
             200,
             "{n}"
         );
+        t.server.shutdown().await;
+    }
+}
+
+/// A search's fan-out and the namespace listings show no more than the
+/// caller could read by naming each namespace: no restricted namespace of
+/// another org, and what a grant or a `*` in the token gives.
+#[tokio::test]
+async fn search_and_listings_show_only_what_the_caller_may_read() {
+    for t in servers(|c| c.platform_admins = vec!["operator".into()]).await {
+        let n = t.name();
+        for ns in ["default", "team", "far"] {
+            t.create_namespace("globex", ns).await;
+        }
+        sqlx::query("INSERT INTO namespaces (org, namespace, restricted, created_ms) VALUES ('globex', 'vault', TRUE, 0)")
+            .execute(t.db.store.writer())
+            .await
+            .unwrap();
+        let own = t.token("globex", "gina", Role::Admin, &[]);
+        for ns in ["default", "team", "far", "vault"] {
+            let a = t
+                .post(
+                    "memory.set",
+                    Some(&own),
+                    json!({"namespace": ns, "memory_key": format!("k_{ns}"), "content": "banana bread"}),
+                )
+                .await;
+            assert_eq!(a.status, 200, "{n}: {}", a.text);
+        }
+        let found = |a: &loom_tests::Answer| -> Vec<String> {
+            let mut ns: Vec<String> = a.body["memory"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{n}: {}", a.text))
+                .iter()
+                .map(|h| h["namespace"].as_str().unwrap().to_owned())
+                .collect();
+            ns.sort();
+            ns
+        };
+        let listed = |a: &loom_tests::Answer| -> Vec<String> {
+            a.body["namespaces"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{n}: {}", a.text))
+                .iter()
+                .map(|h| h["namespace"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let search = json!({"org": "globex", "query": "banana"});
+        let list = json!({"org": "globex"});
+
+        // another org's org-wide token and a platform admin: never the vault
+        let wide = t.token("*", "svc", Role::Admin, &[]);
+        let operator = t.token("acme", "operator", Role::Viewer, &[]);
+        for (who, token) in [("wide", &wide), ("operator", &operator)] {
+            let a = t.post("search.query", Some(token), search.clone()).await;
+            assert_eq!(found(&a), ["default", "far", "team"], "{n} {who}");
+            let a = t.post("namespace.list", Some(token), list.clone()).await;
+            assert_eq!(listed(&a), ["default", "far", "team"], "{n} {who}");
+        }
+        // the org's own token reads them all
+        let a = t.post("search.query", Some(&own), search.clone()).await;
+        assert_eq!(found(&a), ["default", "far", "team", "vault"], "{n}");
+        let a = t.post("namespace.list", Some(&own), list.clone()).await;
+        assert_eq!(listed(&a), ["default", "far", "team", "vault"], "{n}");
+
+        // a token naming `*` covers every namespace, as it does for a read
+        let star = t.token("globex", "sol", Role::Viewer, &["*"]);
+        let a = t.post("search.query", Some(&star), search.clone()).await;
+        assert_eq!(found(&a), ["default", "far", "team", "vault"], "{n}");
+        let a = t
+            .post("namespace.list_mine", Some(&star), list.clone())
+            .await;
+        assert_eq!(listed(&a), ["default", "far", "team", "vault"], "{n}");
+
+        // a token naming one namespace, and a grant on another
+        let gus = t.token("globex", "gus", Role::Viewer, &["default"]);
+        let a = t.post("search.query", Some(&gus), search.clone()).await;
+        assert_eq!(found(&a), ["default"], "{n}");
+        let a = t
+            .post(
+                "grants.set",
+                Some(&own),
+                json!({"namespace": "team", "subject": "gus", "role": "viewer"}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        let a = t.post("search.query", Some(&gus), search.clone()).await;
+        assert_eq!(found(&a), ["default", "team"], "{n}");
+        let a = t
+            .post("namespace.list_mine", Some(&gus), list.clone())
+            .await;
+        assert_eq!(listed(&a), ["default", "team"], "{n}");
+
+        // a namespace the org does not have is said to be missing
+        let a = t
+            .post(
+                "memory.get",
+                Some(&gus),
+                json!({"namespace": "ghost", "memory_key": "k"}),
+            )
+            .await;
+        assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", n);
+        assert_eq!(a.body["error"]["namespace"], "ghost", "{n}");
+        // one it has and the token does not reach is still refused as such
+        let a = t
+            .post(
+                "memory.get",
+                Some(&gus),
+                json!({"namespace": "far", "memory_key": "k_far"}),
+            )
+            .await;
+        assert_envelope(&a, 403, "NAMESPACE_NOT_ACCESSIBLE", n);
         t.server.shutdown().await;
     }
 }

@@ -39,6 +39,9 @@ pub struct Caller {
     pub consumer: Option<String>,
     /// The token id.
     pub jti: Option<String>,
+    /// No token was checked: authentication is off and every call acts as
+    /// admin ([`crate::access`]). Never set for a caller a token named.
+    pub anonymous: bool,
 }
 
 /// Where a call acts, after defaults: explicit arguments win.

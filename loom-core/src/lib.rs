@@ -44,6 +44,7 @@
 // crate's own tests.
 extern crate self as loom_core;
 
+pub mod access;
 mod args;
 mod capabilities;
 mod cx;
@@ -67,6 +68,7 @@ pub mod toolset;
 #[path = "private.rs"]
 pub mod __private;
 
+pub use access::{NamespaceFacts, Reach};
 pub use args::{Unknown, Validator, closest, similarity, type_name};
 pub use capabilities::{OpCapability, capabilities};
 pub use cx::{CallOptions, Caller, OpCx, Scope, Services, Transport};

@@ -20,15 +20,17 @@ pub async fn require_namespace(conn: &mut sqlx::AnyConnection, cx: &OpCx) -> OpR
             .map_err(db_error)?;
     match found {
         Some(_) => Ok(()),
-        None => Err(LoomError::new(
-            ErrorCode::ResourceNotFound,
-            format!(
-                "namespace {:?} does not exist in org {:?}",
-                cx.scope.namespace, cx.scope.org
-            ),
-        )
-        .with_detail("namespace", cx.scope.namespace.clone())),
+        None => Err(namespace_not_found(&cx.scope.org, &cx.scope.namespace)),
     }
+}
+
+/// RESOURCE_NOT_FOUND for a namespace `org` does not have.
+pub fn namespace_not_found(org: &str, namespace: &str) -> LoomError {
+    LoomError::new(
+        ErrorCode::ResourceNotFound,
+        format!("namespace {namespace:?} does not exist in org {org:?}"),
+    )
+    .with_detail("namespace", namespace.to_owned())
 }
 
 /// [`require_namespace`] for an op that needs no connection of its own:

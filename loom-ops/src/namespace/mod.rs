@@ -3,10 +3,11 @@
 pub mod model;
 pub mod store;
 
-use loom_core::{ErrorCode, LoomError, OpCx, OpResult, loom_op};
+use loom_core::{OpCx, OpResult, loom_op};
 
 use self::model::{Namespace, NamespaceGet, NamespaceList, NamespacePage};
 use crate::memory::validate;
+use crate::scope::namespace_not_found;
 use crate::store::Store;
 
 /// Describes one namespace: its kind (personal, memory, collection, code,
@@ -18,24 +19,28 @@ async fn get(cx: &OpCx, _input: NamespaceGet) -> OpResult<Namespace> {
     let mut conn = store.read().await?;
     let names = [cx.scope.namespace.clone()];
     let found = store::list(&mut conn, cx, Some(&names), None, "", 1).await?;
-    found.into_iter().next().ok_or_else(|| {
-        LoomError::new(
-            ErrorCode::ResourceNotFound,
-            format!(
-                "namespace {:?} does not exist in org {:?}",
-                cx.scope.namespace, cx.scope.org
-            ),
-        )
-        .with_detail("namespace", cx.scope.namespace.clone())
-    })
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| namespace_not_found(&cx.scope.org, &cx.scope.namespace))
 }
 
-/// Lists the namespaces you work in: your default one and those your token
-/// names. For one namespace's details use namespace.get.
+/// Lists the namespaces you work in: your default one, those your token
+/// names (every one for `*`) and those a grant gives you. For one
+/// namespace's details use namespace.get.
 #[loom_op(role = "viewer", idempotent)]
 async fn list_mine(cx: &OpCx, input: NamespaceList) -> OpResult<NamespacePage> {
+    if cx.caller.namespaces.iter().any(|n| n == "*") {
+        return page(cx, input, None).await;
+    }
+    let store = cx.service::<Store>()?;
     let mut names = cx.caller.namespaces.clone();
     names.push(cx.scope.namespace.clone());
+    names.extend(
+        store
+            .granted_namespaces(&cx.scope.org, &cx.caller.subject)
+            .await?,
+    );
     names.sort();
     names.dedup();
     page(cx, input, Some(&names)).await

@@ -1,6 +1,6 @@
 //! Namespaces in SQL.
 
-use loom_core::{OpCx, OpResult};
+use loom_core::{NamespaceFacts, OpCx, OpResult, Reach};
 use sqlx::AnyConnection;
 
 use super::model::Namespace;
@@ -16,7 +16,11 @@ struct Row {
     created_ms: i64,
 }
 
-/// Namespaces of the org after `after` by name, optionally only `names` and one kind.
+/// Namespaces of the org after `after` by name, optionally only `names` and
+/// one kind. A restricted namespace is left out for a caller of another org
+/// (an org-wide token, a platform admin), which the access rule shuts out
+/// of it ([`loom_core::access`]): a listing shows no more than naming each
+/// namespace would.
 pub async fn list(
     conn: &mut AnyConnection,
     cx: &OpCx,
@@ -32,11 +36,12 @@ pub async fn list(
          n.description, n.created_ms, \
          (SELECT COUNT(*) FROM memories m WHERE m.org = n.org AND m.namespace = n.namespace \
           AND m.deleted = 0 AND (m.expires_ms IS NULL OR m.expires_ms > $1)) AS memories \
-         FROM namespaces n WHERE n.org = $2 AND n.namespace > $3 AND ($4 = '' OR n.kind = $4)"
+         FROM namespaces n WHERE n.org = $2 AND n.namespace > $3 AND ($4 = '' OR n.kind = $4) \
+         AND ($6 = 0 OR NOT n.restricted)"
             .to_owned();
     let names = names.map(|n| n.to_vec());
     if let Some(names) = &names {
-        let marks: Vec<String> = (0..names.len()).map(|i| format!("${}", i + 6)).collect();
+        let marks: Vec<String> = (0..names.len()).map(|i| format!("${}", i + 7)).collect();
         if marks.is_empty() {
             return Ok(Vec::new());
         }
@@ -48,7 +53,8 @@ pub async fn list(
         .bind(&cx.scope.org)
         .bind(after)
         .bind(kind.unwrap_or(""))
-        .bind(limit);
+        .bind(limit)
+        .bind(i64::from(shut_out_of_restricted(cx)));
     for n in names.unwrap_or_default() {
         q = q.bind(n);
     }
@@ -64,4 +70,14 @@ pub async fn list(
             created_at: rfc3339(r.created_ms),
         })
         .collect())
+}
+
+/// Whether the caller is of another org than the call's, so that the
+/// org's restricted namespaces are shut to it.
+fn shut_out_of_restricted(cx: &OpCx) -> bool {
+    let restricted = NamespaceFacts {
+        restricted: true,
+        granted: None,
+    };
+    cx.caller.reach(&cx.scope.org, "", restricted) == Reach::OtherOrg
 }

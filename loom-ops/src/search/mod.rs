@@ -9,7 +9,7 @@ use self::model::{Bodies, ProfileHit, SearchQuery, SearchResults};
 use crate::memory::rank::{self, Recipe, SearchFilter};
 use crate::memory::read::record_exposures;
 use crate::scope::require_namespace_in;
-use crate::store::{Store, all_rows, db_error, now_ms};
+use crate::store::{Store, now_ms};
 
 /// The hits per section when top_k is not given.
 const DEFAULT_TOP_K: i64 = 10;
@@ -24,37 +24,23 @@ pub struct SearchSettings {
 }
 
 /// The namespaces a search reads: the call's, then the caller's other
-/// memory-kind (memory, personal) namespaces — those its token names, or,
-/// for a token that names none (it reaches its whole org), the org's — in
-/// name order, up to the fan-out cap.
-///
-/// The org's namespaces are a range of the namespaces table's primary key:
-/// on SQLite a read on the calling thread ([`Store::read_inline`]).
+/// memory-kind (memory, personal) namespaces in name order, up to the
+/// fan-out cap. The caller's are those it could read by naming them (the
+/// access rule, [`loom_core::access`]): those its token names, or every
+/// one of the org for a token that names none or `*`, and those a grant
+/// gives it; never a restricted namespace of another org than the token's.
 async fn namespaces(store: &Store, cx: &OpCx) -> OpResult<Vec<String>> {
-    const MEMORY_KIND: &str = "SELECT namespace FROM namespaces \
-        WHERE org = $1 AND kind IN ('memory', 'personal') ORDER BY namespace";
     let fan_out = cx
         .services()
         .get::<SearchSettings>()
         .map_or(FAN_OUT, |s| s.fan_out.max(1));
     let mut out = vec![cx.scope.namespace.clone()];
-    let inline =
-        store.read_inline(|conn| all_rows(conn, MEMORY_KIND, &[&cx.scope.org], |r| r.get(0)));
-    let memory_kind: Vec<String> = match inline {
-        Some(found) => found?,
-        None => sqlx::query_scalar(MEMORY_KIND)
-            .bind(&cx.scope.org)
-            .fetch_all(&mut *store.read().await?)
-            .await
-            .map_err(db_error)?,
-    };
-    let reachable =
-        |ns: &str| cx.caller.namespaces.is_empty() || cx.caller.namespaces.iter().any(|n| n == ns);
-    for ns in memory_kind {
+    let org = &cx.scope.org;
+    for (ns, facts) in store.memory_namespaces(org, &cx.caller.subject).await? {
         if out.len() >= fan_out {
             break;
         }
-        if !out.contains(&ns) && reachable(&ns) {
+        if !out.contains(&ns) && cx.caller.reach(org, &ns, facts).role().is_some() {
             out.push(ns);
         }
     }

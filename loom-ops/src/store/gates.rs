@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use loom_core::{AgentEvent, BoxFuture, EventSink, LoomError, OpResult, Role};
+use loom_core::{AgentEvent, BoxFuture, EventSink, LoomError, NamespaceFacts, OpResult, Role};
 
 use super::{Store, db_error, now_ms};
 
@@ -255,6 +255,59 @@ impl Store {
     /// changed namespaces or grants, once it has committed.
     pub fn forget_namespace_access(&self) {
         self.access.forget_all();
+    }
+
+    /// The memory-kind (memory, personal) namespaces of `org` in name
+    /// order, each with what the access rule ([`loom_core::access`]) reads
+    /// of it for `subject`: one statement, a range of the namespaces'
+    /// primary key and a grant lookup each (on SQLite, on the calling
+    /// thread: [`Store::read_inline`]).
+    pub async fn memory_namespaces(
+        &self,
+        org: &str,
+        subject: &str,
+    ) -> OpResult<Vec<(String, NamespaceFacts)>> {
+        const MEMORY_KIND: &str = "SELECT n.namespace, \
+                CAST(CASE WHEN n.restricted THEN 1 ELSE 0 END AS BIGINT), g.role \
+            FROM namespaces n LEFT JOIN grants g \
+              ON g.org = n.org AND g.namespace = n.namespace AND g.subject = $2 \
+            WHERE n.org = $1 AND n.kind IN ('memory', 'personal') ORDER BY n.namespace";
+        let inline = self.read_inline(|conn| {
+            super::all_rows(conn, MEMORY_KIND, &[&org, &subject], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+        });
+        let rows: Vec<(String, i64, Option<String>)> = match inline {
+            Some(found) => found?,
+            None => sqlx::query_as(MEMORY_KIND)
+                .bind(org)
+                .bind(subject)
+                .fetch_all(&mut *self.read().await?)
+                .await
+                .map_err(db_error)?,
+        };
+        rows.into_iter()
+            .map(|(namespace, restricted, role)| {
+                let facts = NamespaceFacts {
+                    restricted: restricted != 0,
+                    granted: role.as_deref().map(parse_role).transpose()?,
+                };
+                Ok((namespace, facts))
+            })
+            .collect()
+    }
+
+    /// The namespaces of `org` where `subject` holds a grant, by name.
+    pub async fn granted_namespaces(&self, org: &str, subject: &str) -> OpResult<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT namespace FROM grants WHERE org = $1 AND subject = $2 ORDER BY namespace",
+        )
+        .bind(org)
+        .bind(subject)
+        .fetch_all(self.reader())
+        .await
+        .map_err(db_error)?;
+        Ok(rows.into_iter().map(|(n,)| n).collect())
     }
 
     /// Every revoked token id.

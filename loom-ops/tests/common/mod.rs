@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use loom_core::{Caller, LoomError, OpCx, Registry, Scope, Services};
+use loom_core::{Caller, LoomError, OpCx, Registry, Role, Scope, Services};
 use loom_ops::memory::usage::{self, UsageLog};
 use loom_ops::store::testing::{self, TestStore};
 use loom_ops::store::{Store, now_ms};
@@ -152,6 +152,7 @@ impl Harness {
         cx.caller = Caller {
             subject: "user:1".into(),
             org: ORG.into(),
+            role: Some(Role::Admin),
             namespaces: token_namespaces.iter().map(|n| (*n).to_owned()).collect(),
             ..Caller::default()
         };

@@ -137,5 +137,6 @@ pub fn check_bearer(
         platform_admin,
         consumer: claims.consumer,
         jti: Some(claims.jti),
+        anonymous: false,
     }))
 }

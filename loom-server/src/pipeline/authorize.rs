@@ -1,18 +1,11 @@
-//! Step 3: authorization. The caller's role in the call's namespace is the
-//! higher of
-//!
-//! - the token's role claim, when the token covers the namespace: it names
-//!   it (or `*`), or it names no namespace at all (such a token is scoped to
-//!   every namespace of the org it acts in, with its role);
-//! - the role of a `grants` row for (org, namespace, subject).
-//!
-//! A platform admin holds admin everywhere. No role at all is
-//! NAMESPACE_NOT_ACCESSIBLE; a role below the op's minimum is
-//! AUTH_INSUFFICIENT with `required_role`. A restricted namespace refuses
-//! every caller whose token belongs to another org (org-wide tokens and
-//! platform admins included) with ORG_MISMATCH.
+//! Step 3: authorization, by the access rule ([`loom_core::access`]): the
+//! caller's role in the call's namespace, from its token's claims and the
+//! namespace's grants. No role at all is NAMESPACE_NOT_ACCESSIBLE (or
+//! RESOURCE_NOT_FOUND when the namespace does not exist); a role below the
+//! op's minimum is AUTH_INSUFFICIENT with `required_role`; a restricted
+//! namespace of another org than the token's is ORG_MISMATCH.
 
-use loom_core::{Caller, ErrorCode, LoomError, Op, Role, Scope};
+use loom_core::{Caller, ErrorCode, LoomError, NamespaceFacts, Op, Reach, Role, Scope};
 
 use crate::app::App;
 
@@ -58,7 +51,8 @@ pub async fn authorize(
 /// The caller's role in the scope's namespace (every role reads) and
 /// whether it exists, or the access refusal: ORG_MISMATCH for a restricted
 /// namespace of another org, NAMESPACE_NOT_ACCESSIBLE for one it holds no
-/// role in.
+/// role in, RESOURCE_NOT_FOUND for one that does not exist and the token
+/// does not cover.
 pub async fn access(
     app: &App,
     caller: Option<&Caller>,
@@ -75,8 +69,16 @@ pub async fn access(
         .store
         .namespace_access(&scope.org, &scope.namespace, &caller.subject)
         .await?;
-    if caller.org != scope.org && ns.restricted {
-        return Err(LoomError::new(
+    let facts = NamespaceFacts {
+        restricted: ns.restricted,
+        granted: ns.granted,
+    };
+    match caller.reach(&scope.org, &scope.namespace, facts) {
+        Reach::Role(role) => Ok(Access {
+            role,
+            found: ns.exists,
+        }),
+        Reach::OtherOrg => Err(LoomError::new(
             ErrorCode::OrgMismatch,
             format!(
                 "namespace '{}' is restricted to its own org '{}'",
@@ -85,26 +87,16 @@ pub async fn access(
         )
         .with_detail("org", scope.org.clone())
         .with_detail("namespace", scope.namespace.clone())
-        .with_detail("restricted", true));
+        .with_detail("restricted", true)),
+        // Which namespaces an org has is no secret inside it (every role
+        // lists them), so a missing one is said to be missing, not kept
+        // from the caller with advice to ask for a grant on it.
+        Reach::Nothing if !ns.exists => Err(loom_ops::scope::namespace_not_found(
+            &scope.org,
+            &scope.namespace,
+        )),
+        Reach::Nothing => Err(not_accessible(app, scope).await),
     }
-    let role = if caller.platform_admin {
-        Some(Role::Admin)
-    } else {
-        let covered = caller.namespaces.is_empty()
-            || caller
-                .namespaces
-                .iter()
-                .any(|n| n == "*" || *n == scope.namespace);
-        let from_token = if covered { caller.role } else { None };
-        from_token.max(ns.granted)
-    };
-    let Some(role) = role else {
-        return Err(not_accessible(app, scope).await);
-    };
-    Ok(Access {
-        role,
-        found: ns.exists,
-    })
 }
 
 /// NAMESPACE_NOT_ACCESSIBLE, worded by the namespace's kind: how to get

@@ -173,6 +173,7 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
     cx.caller = req.caller.clone().unwrap_or_else(|| Caller {
         subject: identity::ANONYMOUS.into(),
         org: identity::DEFAULT_ORG.into(),
+        anonymous: true,
         ..Caller::default()
     });
     cx.run_id = req.run_id.clone();
