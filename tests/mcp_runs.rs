@@ -395,6 +395,142 @@ async fn a_session_run_is_begun_carried_and_closed_on_delete() {
     }
 }
 
+/// A session's implicit run is its own: DELETE /mcp closes it whatever org
+/// the token acts in (an org-wide token's run is filed in the default
+/// org), even on a server that does not hold the session; another org's
+/// subject of the same name cannot end the session; and no call names the
+/// run to add to it (or keep it from closing when idle).
+#[tokio::test]
+async fn a_session_run_is_its_sessions_own() {
+    for t in servers(generous).await {
+        let n = t.name();
+        let own = t.token("default", "ana", Role::Admin, &[]);
+        let delete = |url: String, token: &str, session: &str| {
+            t.client
+                .delete(url)
+                .bearer_auth(token)
+                .header("mcp-session-id", session)
+        };
+        let status_of = |run_id: String| {
+            let own = own.clone();
+            let t = &t;
+            async move {
+                let got = t
+                    .post("run.get", Some(&own), json!({"run_id": run_id}))
+                    .await;
+                assert_eq!(got.status, 200, "{}", got.text);
+                got.body["run"]["status"].as_str().unwrap().to_owned()
+            }
+        };
+        let open_run = |c: &McpClient<'_>| {
+            let session = c.session.clone().unwrap();
+            let t = &t;
+            async move {
+                t.flush_ledger().await;
+                let row: (String,) =
+                    sqlx::query_as("SELECT run_id FROM runs WHERE session_id = $1")
+                        .bind(session)
+                        .fetch_one(t.db.store.reader())
+                        .await
+                        .unwrap();
+                row.0
+            }
+        };
+
+        // an org-wide token: its run is filed in the default org, and ends
+        let wide = t.token("*", "svc", Role::Admin, &[]);
+        let mut c = McpClient::new(&t, Some(&wide), "");
+        c.initialize("Cursor", "2025-11-25").await;
+        c.call(
+            "loom_memory_set",
+            json!({"memory_key": "w", "content": "v"}),
+        )
+        .await;
+        let wide_run = open_run(&c).await;
+        assert_eq!(status_of(wide_run.clone()).await, "open", "{n}");
+        let del = t
+            .send(delete(c.url(), &wide, c.session.as_deref().unwrap()))
+            .await;
+        assert_eq!(del.status, 204, "{n}: {}", del.text);
+        assert_eq!(status_of(wide_run).await, "closed", "{n}");
+
+        // the same subject name in another org is another principal
+        let mut a = McpClient::new(&t, Some(&own), "");
+        a.initialize("Cursor", "2025-11-25").await;
+        a.call(
+            "loom_memory_set",
+            json!({"memory_key": "a", "content": "v"}),
+        )
+        .await;
+        let run = open_run(&a).await;
+        t.create_namespace("other", "default").await;
+        let namesake = t.token("other", "ana", Role::Admin, &[]);
+        let del = t
+            .send(delete(a.url(), &namesake, a.session.as_deref().unwrap()))
+            .await;
+        assert_eq!(del.status, 404, "{n}: {}", del.text);
+        assert_eq!(status_of(run.clone()).await, "open", "{n}");
+        let r = a.call("loom_memory_get", json!({"memory_key": "a"})).await;
+        assert_eq!(r["isError"], false, "{n}: the session lives on: {r}");
+
+        // no call names the session's run, its own subject's neither
+        let bob = t.token("default", "bob", Role::Writer, &[]);
+        for (who, token) in [("bob", &bob), ("ana", &own)] {
+            let w = t
+                .post(
+                    "memory.set",
+                    Some(token),
+                    json!({"memory_key": "b", "content": "v", "run_id": run}),
+                )
+                .await;
+            assert_eq!(
+                (w.status, w.body["error"]["field"].as_str()),
+                (422, Some("run_id")),
+                "{n} {who}: {}",
+                w.text
+            );
+            let w = t
+                .post(
+                    "working_memory.set",
+                    Some(token),
+                    json!({"run_id": run, "name": "note", "content": "v"}),
+                )
+                .await;
+            assert_eq!(w.status, 422, "{n} {who}: {}", w.text);
+        }
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM memories WHERE memory_key = 'b'")
+                .await,
+            0,
+            "{n}"
+        );
+
+        // a server that does not hold the session still ends its run
+        let mut config = Config {
+            bind_host: "127.0.0.1".into(),
+            port: 0,
+            database_url: t.db.options.url.clone(),
+            pg_schema: t.db.options.pg_schema.clone(),
+            database_max_connections: Some(4),
+            ..Config::default()
+        };
+        generous(&mut config);
+        let second = loom_server::spawn(config).await.expect("second server");
+        let elsewhere = format!("http://{}/mcp", second.addr);
+        let session = a.session.clone().unwrap();
+        let del = t.send(delete(elsewhere.clone(), &namesake, &session)).await;
+        assert_eq!(del.status, 404, "{n}: not the namesake's run: {}", del.text);
+        assert_eq!(status_of(run.clone()).await, "open", "{n}");
+        let del = t.send(delete(elsewhere.clone(), &own, &session)).await;
+        assert_eq!(del.status, 204, "{n}: {}", del.text);
+        assert_eq!(status_of(run).await, "closed", "{n}");
+        let del = t.send(delete(elsewhere, &own, &session)).await;
+        assert_eq!(del.status, 404, "{n}: ended once: {}", del.text);
+        second.shutdown().await;
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn the_sweep_closes_idle_runs_once_and_spares_live_ones() {
     for t in servers(generous).await {

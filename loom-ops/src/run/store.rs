@@ -57,13 +57,22 @@ pub async fn get(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> OpResult<
     .map_err(db_error)
 }
 
-/// Refuses unless `run_id` is a run in progress in the call's namespace:
-/// RESOURCE_NOT_FOUND when none began there, RUN_ENDED when it has ended.
-/// What a call keeps for a run (working memory, a write's run label) is
-/// kept only for one that began and has not ended: no read would find it
-/// otherwise.
+/// Refuses unless `run_id` is a run begun with run.begin and in progress
+/// in the call's namespace: RESOURCE_NOT_FOUND when none began there,
+/// RUN_ENDED when it has ended, INVALID_ARGUMENTS (`run_id`) for an MCP
+/// session's implicit run. What a call keeps for a run (working memory, a
+/// write's run label) is kept only for one that began and has not ended:
+/// no read would find it otherwise. And an implicit run is its session's
+/// own: its calls carry it without naming it, and a call naming it would
+/// add to another principal's run (and keep it from closing when idle).
 pub async fn require_open(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> OpResult<()> {
     match get(conn, cx, run_id).await? {
+        Some(run) if run.session_id.is_some() => Err(crate::memory::validate::invalid(
+            "run_id",
+            format!(
+                "run {run_id:?} is an MCP session's implicit run, which that session's calls carry without naming it; name a run begun with run.begin"
+            ),
+        )),
         None => Err(LoomError::new(
             ErrorCode::ResourceNotFound,
             format!(

@@ -163,10 +163,9 @@ impl Connection {
     /// notification needs no bearer, but one sent without it must not act
     /// in a session someone signed in to (cancel its requests).
     pub fn speaks_for_session(&self) -> bool {
-        match self.session.as_ref().and_then(|s| s.subject.as_deref()) {
-            None => true,
-            Some(subject) => self.caller.as_ref().is_some_and(|c| c.subject == subject),
-        }
+        self.session
+            .as_ref()
+            .is_none_or(|s| s.held_by(self.caller.as_ref()))
     }
 }
 
@@ -413,9 +412,7 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
     };
     // A session is bound to the principal that opened it.
     if let (Some(s), Some(c)) = (&session, &caller)
-        && s.subject
-            .as_deref()
-            .is_some_and(|subject| subject != c.subject)
+        && !s.held_by(Some(c))
     {
         return session_gone();
     }
@@ -554,29 +551,38 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
         }
         return response;
     }
-    match mcp.sessions.get(&id) {
-        Some(s)
-            if s.subject.is_some() && caller.as_ref().map(|c| &c.subject) != s.subject.as_ref() =>
-        {
-            session_gone()
-        }
-        Some(_) => {
-            mcp.sessions.close(&id);
-            let (org, subject) = match &caller {
-                Some(c) => (c.org.clone(), c.subject.clone()),
-                None => (
-                    pipeline::identity::DEFAULT_ORG.to_owned(),
-                    pipeline::identity::ANONYMOUS.to_owned(),
-                ),
-            };
-            if let Err(e) = mcp.app.store.close_session_run(&org, &subject, &id).await {
+    // The implicit run is filed under the caller's home org
+    // (`methods::workspace`), not the token's org, which is `*` for an
+    // org-wide token.
+    let org = super::methods::home_org(caller.as_ref());
+    let subject = caller
+        .as_ref()
+        .map_or(pipeline::identity::ANONYMOUS, |c| c.subject.as_str());
+    let close_run = || async {
+        mcp.app
+            .store
+            .close_session_run(org, subject, &id)
+            .await
+            .unwrap_or_else(|e| {
                 tracing::warn!(
                     cause = e.internal_message().unwrap_or(e.message()),
                     "session run not closed"
                 );
-            }
+                false
+            })
+    };
+    match mcp.sessions.get(&id) {
+        Some(s) if !s.held_by(caller.as_ref()) => session_gone(),
+        Some(_) => {
+            mcp.sessions.close(&id);
+            close_run().await;
             StatusCode::NO_CONTENT.into_response()
         }
+        // A session this process does not hold (it restarted, another
+        // replica opened it, or it was evicted) still ends its run, when
+        // the caller's own run of that session is open: the run is keyed by
+        // the caller's org and subject, so no one else's can be closed.
+        None if caller.is_some() && close_run().await => StatusCode::NO_CONTENT.into_response(),
         None => session_gone(),
     }
 }

@@ -1,5 +1,6 @@
 //! The MCP methods Loom serves, one message at a time.
 
+use loom_core::Caller;
 use serde_json::{Value, json};
 
 use super::endpoint::{Connection, Mcp};
@@ -7,7 +8,7 @@ use super::jsonrpc::{self, Id, JsonText, Message, Reply, code};
 use super::listing::LIST_TTL_MS;
 use super::primer::{self, Workspace};
 use super::protocol::{self, Revision};
-use super::session::{Session, agent_slug};
+use super::session::{Principal, Session, agent_slug};
 use super::tools;
 use crate::pipeline::identity::{ANONYMOUS, DEFAULT_NAMESPACE, DEFAULT_ORG};
 
@@ -212,7 +213,7 @@ async fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
     let session = Session {
         agent: agent_slug(client),
         revision,
-        subject: conn.caller.as_ref().map(|c| c.subject.clone()),
+        principal: conn.caller.as_ref().map(Principal::of),
         run_id: None,
     };
     let id = mcp.sessions.open(session.clone());
@@ -230,13 +231,20 @@ async fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
     })
 }
 
+/// The org of the caller's default workspace: its token's, or the default
+/// org for an org-wide token (and without a token). A session's implicit
+/// run is filed there.
+pub fn home_org(caller: Option<&Caller>) -> &str {
+    caller
+        .map(|c| c.org.as_str())
+        .filter(|o| *o != "*")
+        .unwrap_or(DEFAULT_ORG)
+}
+
 /// The caller's default workspace.
 pub fn workspace(conn: &Connection) -> Workspace {
     let caller = conn.caller.as_ref();
-    let org = caller
-        .map(|c| c.org.as_str())
-        .filter(|o| *o != "*")
-        .unwrap_or(DEFAULT_ORG);
+    let org = home_org(caller);
     let namespace = caller
         .and_then(|c| c.namespaces.iter().find(|n| *n != "*"))
         .map_or(DEFAULT_NAMESPACE, String::as_str);

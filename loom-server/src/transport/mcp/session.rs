@@ -8,6 +8,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+use loom_core::Caller;
+
 use super::protocol::Revision;
 
 /// The agent of a client that sends no name.
@@ -20,10 +22,46 @@ pub struct Session {
     pub agent: String,
     /// The negotiated revision.
     pub revision: Revision,
-    /// The token subject that opened it (a session is bound to its principal).
-    pub subject: Option<String>,
+    /// The principal whose token opened it, if one did: a session is bound
+    /// to it ([`Session::held_by`]).
+    pub principal: Option<Principal>,
     /// Its implicit run, once a run-scoped call began it.
     pub run_id: Option<String>,
+}
+
+/// Who opened a session: its token's org and subject. Subjects are named
+/// per org, so the same subject in two orgs is two principals.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// The token's org (`*` for an org-wide token).
+    pub org: String,
+    /// The token's subject.
+    pub subject: String,
+}
+
+impl Principal {
+    /// The principal of `caller`'s token.
+    pub fn of(caller: &Caller) -> Principal {
+        Principal {
+            org: caller.org.clone(),
+            subject: caller.subject.clone(),
+        }
+    }
+
+    fn is(&self, caller: &Caller) -> bool {
+        self.org == caller.org && self.subject == caller.subject
+    }
+}
+
+impl Session {
+    /// Whether `caller` may act in this session: any caller in one no
+    /// token opened, else only the principal that opened it.
+    pub fn held_by(&self, caller: Option<&Caller>) -> bool {
+        match &self.principal {
+            None => true,
+            Some(p) => caller.is_some_and(|c| p.is(c)),
+        }
+    }
 }
 
 /// A bounded map of live sessions; the oldest is forgotten first.
@@ -145,7 +183,7 @@ mod tests {
         Session {
             agent: agent.into(),
             revision: Revision::V2025_11_25,
-            subject: None,
+            principal: None,
             run_id: None,
         }
     }
