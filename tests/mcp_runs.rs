@@ -531,6 +531,63 @@ async fn a_session_run_is_its_sessions_own() {
     }
 }
 
+/// A session's run closed by another process (its idle sweep) is not
+/// carried on by the server holding the session: past the recheck
+/// interval (`min(60 s, idle / 4)`, none here) a call asks the store, and
+/// begins a new run when the one it held has ended.
+#[tokio::test]
+async fn a_run_closed_elsewhere_is_not_carried_on() {
+    let tweak = |c: &mut Config| {
+        generous(c);
+        // no sweep of its own: the other process closes the run
+        c.workers = false;
+        c.mcp.session_run_idle = std::time::Duration::ZERO;
+    };
+    for t in servers(tweak).await {
+        let n = t.name();
+        let token = t.token("default", "ana", Role::Writer, &[]);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("Cursor", "2025-11-25").await;
+        c.call(
+            "loom_memory_set",
+            json!({"memory_key": "a", "content": "one"}),
+        )
+        .await;
+        let first = runs(&c).await;
+        assert_eq!(first.len(), 1, "{n}: {first:?}");
+        let first = first[0]["run_id"].as_str().unwrap().to_owned();
+        // another process's sweep, as if the run had been idle long enough;
+        // the serving process is not told
+        t.flush_ledger().await;
+        let store = t.db.store.clone();
+        let closed = store
+            .sweep_idle_session_runs(now_ms() + 60_000, 1)
+            .await
+            .unwrap();
+        assert_eq!(closed, std::slice::from_ref(&first), "{n}");
+        c.call(
+            "loom_memory_set",
+            json!({"memory_key": "a", "content": "two"}),
+        )
+        .await;
+        let got = c.call("loom_memory_get", json!({"memory_key": "a"})).await;
+        let carried = got["structuredContent"]["run_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_ne!(carried, first, "{n}: the closed run takes no more writes");
+        let now = runs(&c).await;
+        let status = |id: &str| {
+            now.iter()
+                .find(|r| r["run_id"] == id)
+                .map(|r| r["status"].as_str().unwrap().to_owned())
+        };
+        assert_eq!(status(&first).as_deref(), Some("closed"), "{n}");
+        assert_eq!(status(&carried).as_deref(), Some("open"), "{n}");
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn the_sweep_closes_idle_runs_once_and_spares_live_ones() {
     for t in servers(generous).await {

@@ -44,6 +44,16 @@ impl McpConfig {
     pub fn sweep_interval(&self) -> Duration {
         (self.session_run_idle / 2).clamp(Duration::from_millis(100), Duration::from_secs(60))
     }
+
+    /// How long a session's run, found open, is used without asking the
+    /// store again: `min(60 s, idle / 4)`. Another replica may close it (its
+    /// idle sweep, a `DELETE /mcp` sent there), and only the sweeping
+    /// process's cache is told; past this, a call asks, and begins a new run
+    /// when that one has ended. A quarter of the idle time: a run still in
+    /// use is found open long before the sweep could close it.
+    pub fn run_recheck(&self) -> Duration {
+        (self.session_run_idle / 4).min(Duration::from_secs(60))
+    }
 }
 
 impl Default for McpConfig {

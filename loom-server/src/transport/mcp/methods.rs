@@ -215,6 +215,7 @@ async fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
         revision,
         principal: conn.caller.as_ref().map(Principal::of),
         run_id: None,
+        run_checked: None,
     };
     let id = mcp.sessions.open(session.clone());
     conn.session_id = Some(id);

@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use loom_core::Caller;
 
@@ -27,6 +28,8 @@ pub struct Session {
     pub principal: Option<Principal>,
     /// Its implicit run, once a run-scoped call began it.
     pub run_id: Option<String>,
+    /// When this process last found that run open in the store.
+    pub run_checked: Option<Instant>,
 }
 
 /// Who opened a session: its token's org and subject. Subjects are named
@@ -107,7 +110,7 @@ impl Sessions {
             .cloned()
     }
 
-    /// Remembers the session's implicit run.
+    /// Remembers the session's implicit run, found open just now.
     pub fn set_run(&self, id: &str, run_id: &str) {
         if let Some(s) = self
             .inner
@@ -117,6 +120,7 @@ impl Sessions {
             .get_mut(id)
         {
             s.run_id = Some(run_id.to_owned());
+            s.run_checked = Some(Instant::now());
         }
     }
 
@@ -126,6 +130,7 @@ impl Sessions {
         for s in guard.0.values_mut() {
             if s.run_id.as_ref().is_some_and(|r| closed.contains(r)) {
                 s.run_id = None;
+                s.run_checked = None;
             }
         }
     }
@@ -185,6 +190,7 @@ mod tests {
             revision: Revision::V2025_11_25,
             principal: None,
             run_id: None,
+            run_checked: None,
         }
     }
 

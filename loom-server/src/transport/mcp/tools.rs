@@ -349,8 +349,14 @@ async fn session_run(mcp: &Mcp, conn: &Connection) -> Option<String> {
     if conn.listing == Listing::Assistant {
         return None;
     }
-    if let Some(cached) = mcp.sessions.get(session_id).and_then(|s| s.run_id) {
-        return Some(cached);
+    // The run this process found open a moment ago; past `run_recheck` the
+    // store says whether it still is (another replica may have closed it),
+    // and a new one is begun when it is not.
+    if let Some(s) = mcp.sessions.get(session_id)
+        && let (Some(run_id), Some(checked)) = (s.run_id, s.run_checked)
+        && checked.elapsed() < mcp.app.config.mcp.run_recheck()
+    {
+        return Some(run_id);
     }
     let ws = super::methods::workspace(conn);
     let subject = conn
