@@ -103,6 +103,23 @@ pub async fn servers(tweak: impl Fn(&mut Config)) -> Vec<TestServer> {
     out
 }
 
+/// Polls `<url>/readyz` (bounded) until it answers 200: a server checks
+/// no token before it has loaded the revocation list.
+pub async fn wait_ready(client: &reqwest::Client, url: &str, name: &str) {
+    for _ in 0..500 {
+        let r = client
+            .get(format!("{url}/readyz"))
+            .send()
+            .await
+            .expect("readyz");
+        if r.status() == 200 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{name}: the server never became ready");
+}
+
 impl TestServer {
     /// The backend's name, for assertion messages.
     pub fn name(&self) -> &'static str {
@@ -116,19 +133,7 @@ impl TestServer {
 
     /// Polls `/readyz` (bounded) until it answers 200.
     pub async fn wait_ready(&self) {
-        for _ in 0..500 {
-            let r = self
-                .client
-                .get(format!("{}/readyz", self.url()))
-                .send()
-                .await
-                .expect("readyz");
-            if r.status() == 200 {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        panic!("{}: the server never became ready", self.name());
+        wait_ready(&self.client, &self.url(), self.name()).await;
     }
 
     /// Mints a token with this server's key.

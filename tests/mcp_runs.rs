@@ -516,7 +516,8 @@ async fn a_session_run_is_its_sessions_own() {
         };
         generous(&mut config);
         let second = loom_server::spawn(config).await.expect("second server");
-        let elsewhere = format!("http://{}/mcp", second.addr);
+        loom_tests::wait_ready(&t.client, &second.url(), n).await;
+        let elsewhere = format!("{}/mcp", second.url());
         let session = a.session.clone().unwrap();
         let del = t.send(delete(elsewhere.clone(), &namesake, &session)).await;
         assert_eq!(del.status, 404, "{n}: not the namesake's run: {}", del.text);
@@ -584,6 +585,39 @@ async fn a_run_closed_elsewhere_is_not_carried_on() {
         };
         assert_eq!(status(&first).as_deref(), Some("closed"), "{n}");
         assert_eq!(status(&carried).as_deref(), Some("open"), "{n}");
+        t.server.shutdown().await;
+    }
+}
+
+/// A session whose default namespace the org does not have begins no
+/// run (it would be filed where no run.list could show it): its calls go
+/// without one.
+#[tokio::test]
+async fn no_run_is_filed_in_a_namespace_that_does_not_exist() {
+    for t in servers(generous).await {
+        let n = t.name();
+        t.create_namespace("solo", "work").await;
+        let token = t.token("solo", "sam", Role::Writer, &[]);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("Cursor", "2025-11-25").await;
+        let r = c
+            .call(
+                "loom_memory_set",
+                json!({"namespace": "work", "memory_key": "a", "content": "one"}),
+            )
+            .await;
+        assert_eq!(r["isError"], false, "{n}: {r}");
+        assert_eq!(t.count("SELECT COUNT(*) FROM runs").await, 0, "{n}");
+        let got = c
+            .call(
+                "loom_memory_get",
+                json!({"namespace": "work", "memory_key": "a"}),
+            )
+            .await;
+        assert!(
+            got["structuredContent"].get("run_id").is_none(),
+            "{n}: {got}"
+        );
         t.server.shutdown().await;
     }
 }

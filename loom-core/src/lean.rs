@@ -62,7 +62,7 @@ fn is_empty(v: &Value) -> bool {
 /// answer passes here; a copy of it was ~2% of memory.get's CPU). The top
 /// level always stays an object (MCP's `structuredContent` must be one).
 pub fn lean(mut full: Value) -> Value {
-    trim(&mut full);
+    trim(&mut full, true);
     if full.is_object() {
         full
     } else {
@@ -70,21 +70,24 @@ pub fn lean(mut full: Value) -> Value {
     }
 }
 
-fn trim(v: &mut Value) {
+/// Trims `v`; `top` when it is the answer itself, whose lists stay even
+/// when empty: an empty section of a list answer still says "nothing
+/// found". An empty list deeper in (a hit's `labels: []`) is an empty
+/// field like any other.
+fn trim(v: &mut Value, top: bool) {
     match v {
         Value::Object(map) => {
             // One pass: each pass that drops a key rebuilds the map's
-            // index. Empty sections of a list answer still say "nothing
-            // found".
+            // index.
             map.retain(|k, v| {
                 if DIAGNOSTIC_KEYS.contains(&k.as_str()) {
                     return false;
                 }
-                trim(v);
-                v.is_array() || !is_empty(v)
+                trim(v, false);
+                (top && v.is_array()) || !is_empty(v)
             });
         }
-        Value::Array(items) => items.iter_mut().for_each(trim),
+        Value::Array(items) => items.iter_mut().for_each(|item| trim(item, false)),
         _ => {}
     }
 }
@@ -303,7 +306,11 @@ impl Formatter for &mut LeanFormatter {
     }
 
     fn end_object_value<W: ?Sized + io::Write>(&mut self, _: &mut W) -> io::Result<()> {
-        let empty = matches!(&self.out[self.member.value..], b"null" | b"\"\"" | b"{}");
+        // The answer's own members sit one object deep (`outer` holds the
+        // state from before it): its lists stay even when empty ([`trim`]).
+        let value = &self.out[self.member.value..];
+        let empty =
+            matches!(value, b"null" | b"\"\"" | b"{}") || (value == b"[]" && self.outer.len() > 1);
         if self.member.dropped || empty {
             self.out.truncate(self.member.start);
             let kept = self.specials.partition_point(|&at| at < self.member.start);
@@ -322,9 +329,10 @@ impl Formatter for &mut LeanFormatter {
 ///
 /// - A lean result drops diagnostic keys and empty values at any depth, so a
 ///   property is required only where lean never drops it: an integer, a
-///   boolean or an array (a float can be NaN, written `null`; a string, an
-///   object, a reference or a nullable type can come out empty). The
-///   properties stay listed: `explain: true` answers the whole output.
+///   boolean, or a list of the answer's own (a float can be NaN, written
+///   `null`; a string, an object, a reference, a nullable type or a list
+///   deeper in can come out empty). The properties stay listed:
+///   `explain: true` answers the whole output.
 /// - A refusal is a tool result too, its body (`code`, `message`, category,
 ///   status, the op's detail) in `structuredContent`, and clients check a
 ///   result against the listed schema whether it is an error or not (the
@@ -332,11 +340,11 @@ impl Formatter for &mut LeanFormatter {
 pub fn listed_output_schema(full: &Value) -> Value {
     let mut answer = full.clone();
     let defs = answer.as_object_mut().and_then(|root| root.remove("$defs"));
-    relax_required(&mut answer);
+    relax_required(&mut answer, true);
     let mut root = serde_json::Map::new();
     root.insert("type".into(), "object".into());
     if let Some(mut defs) = defs {
-        relax_required(&mut defs);
+        relax_required(&mut defs, false);
         root.insert("$defs".into(), defs);
     }
     root.insert("anyOf".into(), Value::Array(vec![answer, refusal_schema()]));
@@ -360,10 +368,16 @@ fn refusal_schema() -> Value {
     })
 }
 
-/// Drops from every `required` list, at any depth, what lean may drop.
-fn relax_required(schema: &mut Value) {
+/// Drops from every `required` list, at any depth, what lean may drop;
+/// `top` for the answer's own schema, whose lists lean keeps.
+fn relax_required(schema: &mut Value, top: bool) {
     match schema {
         Value::Object(map) => {
+            let kept_types: &[&str] = if top {
+                &["integer", "boolean", "array"]
+            } else {
+                &["integer", "boolean"]
+            };
             if let Some(Value::Array(required)) = map.get("required") {
                 let props = map.get("properties");
                 let kept: Vec<Value> = required
@@ -375,7 +389,7 @@ fn relax_required(schema: &mut Value) {
                                 .and_then(|p| p.get(name))
                                 .and_then(|p| p.get("type"))
                                 .and_then(Value::as_str)
-                                .is_some_and(|t| matches!(t, "integer" | "boolean" | "array"))
+                                .is_some_and(|t| kept_types.contains(&t))
                     })
                     .cloned()
                     .collect();
@@ -385,9 +399,9 @@ fn relax_required(schema: &mut Value) {
                     map.insert("required".into(), Value::Array(kept));
                 }
             }
-            map.values_mut().for_each(relax_required);
+            map.values_mut().for_each(|v| relax_required(v, false));
         }
-        Value::Array(items) => items.iter_mut().for_each(relax_required),
+        Value::Array(items) => items.iter_mut().for_each(|v| relax_required(v, false)),
         _ => {}
     }
 }
@@ -411,7 +425,7 @@ mod tests {
         assert_eq!(
             lean(full),
             json!({
-                "memory": [{"memory_key": "k", "content": "c", "similarity": 0.8, "labels": [], "status": "active", "pinned": false}],
+                "memory": [{"memory_key": "k", "content": "c", "similarity": 0.8, "status": "active", "pinned": false}],
                 "profile": [],
                 "abstain": false,
                 "count": 1
@@ -453,7 +467,7 @@ mod tests {
             listed["anyOf"][0]["required"],
             json!(["version", "changed"])
         );
-        assert_eq!(listed["$defs"]["Hit"]["required"], json!(["labels"]));
+        assert!(listed["$defs"]["Hit"].get("required").is_none(), "{listed}");
         assert!(listed["anyOf"][0].get("$defs").is_none());
         let v = jsonschema::draft202012::new(&listed).unwrap();
         let answer = json!({"memory_key": "k", "content_hash": "ab", "version": 1, "changed": true,

@@ -23,15 +23,18 @@ pub struct SessionRunKey<'a> {
 }
 
 impl Store {
-    /// The open run of (org, subject, session), begun now if there is none.
-    pub async fn session_run(&self, key: &SessionRunKey<'_>) -> OpResult<String> {
+    /// The open run of (org, subject, session), begun now if there is none;
+    /// `None` when the namespace it would be filed in does not exist (a run
+    /// no `run.list` or `run.get` could show: the calls go without one).
+    pub async fn session_run(&self, key: &SessionRunKey<'_>) -> OpResult<Option<String>> {
         if let Some(id) = self.open_session_run(key).await? {
-            return Ok(id);
+            return Ok(Some(id));
         }
         let run_id = uuid::Uuid::now_v7().to_string();
         sqlx::query(
             "INSERT INTO runs (org, namespace, run_id, agent, subject, goal, status, summary, started_ms, session_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'open', '', $7, $8) \
+             SELECT $1, $2, $3, $4, $5, $6, 'open', '', $7, $8 \
+             WHERE EXISTS (SELECT 1 FROM namespaces WHERE org = $1 AND namespace = $2) \
              ON CONFLICT (org, subject, session_id) WHERE session_id IS NOT NULL AND status = 'open' DO NOTHING",
         )
         .bind(key.org)
@@ -46,7 +49,7 @@ impl Store {
         .await
         .map_err(db_error)?;
         // Another call (or replica) may have begun it first: read the winner.
-        Ok(self.open_session_run(key).await?.unwrap_or(run_id))
+        self.open_session_run(key).await
     }
 
     async fn open_session_run(&self, key: &SessionRunKey<'_>) -> OpResult<Option<String>> {

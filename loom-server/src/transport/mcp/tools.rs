@@ -371,9 +371,17 @@ async fn session_run(mcp: &Mcp, conn: &Connection) -> Option<String> {
         session_id,
     };
     match mcp.app.store.session_run(&key).await {
-        Ok(run_id) => {
+        Ok(Some(run_id)) => {
             mcp.sessions.set_run(session_id, &run_id);
             Some(run_id)
+        }
+        Ok(None) => {
+            tracing::debug!(
+                org = %ws.org,
+                namespace = %ws.namespace,
+                "session run not begun: its default namespace does not exist"
+            );
+            None
         }
         Err(e) => {
             tracing::warn!(
