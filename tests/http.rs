@@ -730,6 +730,12 @@ async fn search_and_listings_show_only_what_the_caller_may_read() {
         for (who, token) in [("wide", &wide), ("operator", &operator)] {
             let a = t.post("search.query", Some(token), search.clone()).await;
             assert_eq!(found(&a), ["default", "far", "team"], "{n} {who}");
+            // the answer names what it read: the call's namespace first
+            assert_eq!(
+                a.body["namespaces"],
+                json!(["default", "far", "team"]),
+                "{n} {who}"
+            );
             let a = t.post("namespace.list", Some(token), list.clone()).await;
             assert_eq!(listed(&a), ["default", "far", "team"], "{n} {who}");
         }

@@ -126,6 +126,7 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
         top_k,
         recipe,
         bodies,
+        namespaces,
         memory: memory
             .into_iter()
             .map(|(row, parts)| {

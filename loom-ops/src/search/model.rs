@@ -107,6 +107,9 @@ pub struct SearchResults {
     pub recipe: Recipe,
     /// How much of each hit's text was returned.
     pub bodies: Bodies,
+    /// The namespaces whose memories were searched, the call's first (at
+    /// most the server's fan-out cap).
+    pub namespaces: Vec<String>,
     /// Memories, best first.
     pub memory: Vec<MemoryHit>,
     /// Profile sections.
