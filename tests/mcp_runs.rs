@@ -319,6 +319,7 @@ async fn a_session_run_is_begun_carried_and_closed_on_delete() {
         assert_eq!(open[0]["status"], "open");
         assert_eq!(open[0]["session_id"].as_str(), c.session.as_deref());
         assert_eq!(open[0]["agent"], "cursor");
+        assert_eq!(open[0]["subject"], "ana");
         // run.complete ends runs begun with run.begin, not the session's
         // (its next call would carry it still)
         let refused = t

@@ -19,6 +19,8 @@ async fn a_run_begins_and_completes_once() {
             (json!("open"), json!(true)),
             "{n}"
         );
+        // whose run it is: the agent, and the token subject that began it
+        assert_eq!(run["subject"], "user:1", "{n}");
         let done = h
             .call(
                 "run.complete",

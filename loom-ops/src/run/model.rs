@@ -65,6 +65,8 @@ pub struct Run {
     pub namespace: String,
     /// The agent running it.
     pub agent: String,
+    /// The token subject that began it.
+    pub subject: String,
     /// What it is for.
     pub goal: String,
     /// open, succeeded, failed, abandoned, or closed (an MCP session's run).

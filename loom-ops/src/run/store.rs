@@ -32,6 +32,7 @@ impl Row {
             run_id: self.run_id.clone(),
             namespace: self.namespace.clone(),
             agent: self.agent.clone(),
+            subject: self.subject.clone(),
             goal: self.goal.clone(),
             status: self.status.clone(),
             summary: self.summary.clone(),
