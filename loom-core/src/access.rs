@@ -58,13 +58,19 @@ impl Caller {
         self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == "*" || n == namespace)
     }
 
+    /// Whether `org`'s restricted namespaces are shut to this caller: its
+    /// token belongs to another org.
+    pub fn outside_restricted_of(&self, org: &str) -> bool {
+        !self.anonymous && self.org != org
+    }
+
     /// The access rule (module doc) for namespace `namespace` of org
     /// `org`, given what the store holds of it.
     pub fn reach(&self, org: &str, namespace: &str, facts: NamespaceFacts) -> Reach {
         if self.anonymous {
             return Reach::Role(Role::Admin);
         }
-        if facts.restricted && self.org != org {
+        if facts.restricted && self.outside_restricted_of(org) {
             return Reach::OtherOrg;
         }
         let role = if self.platform_admin {

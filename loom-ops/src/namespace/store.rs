@@ -1,6 +1,6 @@
 //! Namespaces in SQL.
 
-use loom_core::{NamespaceFacts, OpCx, OpResult, Reach};
+use loom_core::{OpCx, OpResult};
 use sqlx::AnyConnection;
 
 use super::model::Namespace;
@@ -54,7 +54,7 @@ pub async fn list(
         .bind(after)
         .bind(kind.unwrap_or(""))
         .bind(limit)
-        .bind(i64::from(shut_out_of_restricted(cx)));
+        .bind(i64::from(cx.caller.outside_restricted_of(&cx.scope.org)));
     for n in names.unwrap_or_default() {
         q = q.bind(n);
     }
@@ -70,14 +70,4 @@ pub async fn list(
             created_at: rfc3339(r.created_ms),
         })
         .collect())
-}
-
-/// Whether the caller is of another org than the call's, so that the
-/// org's restricted namespaces are shut to it.
-fn shut_out_of_restricted(cx: &OpCx) -> bool {
-    let restricted = NamespaceFacts {
-        restricted: true,
-        granted: None,
-    };
-    cx.caller.reach(&cx.scope.org, "", restricted) == Reach::OtherOrg
 }
