@@ -21,6 +21,16 @@ async fn a_run_begins_and_completes_once() {
         );
         // whose run it is: the agent, and the token subject that began it
         assert_eq!(run["subject"], "user:1", "{n}");
+        // null names nothing: the default status, no summary
+        let other = h.call("run.begin", json!({"goal": "tidy"})).await.unwrap();
+        let nulls = h
+            .call(
+                "run.complete",
+                json!({"run_id": other["run_id"], "status": null, "summary": null}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(nulls["status"], "succeeded", "{n}");
         let done = h
             .call(
                 "run.complete",
@@ -80,7 +90,8 @@ async fn a_run_begins_and_completes_once() {
             "INVALID_ARGUMENTS",
             "{n}"
         );
-        assert_eq!(h.rows("runs").await, 2, "{n}");
+        // the first, the one completed with nulls, and r-7
+        assert_eq!(h.rows("runs").await, 3, "{n}");
     }
 }
 

@@ -93,7 +93,7 @@ async fn complete(cx: &OpCx, input: RunComplete) -> OpResult<Run> {
         tx.conn(),
         cx,
         &input.run_id,
-        input.status.as_str(),
+        input.status.unwrap_or_default().as_str(),
         &summary,
         now_ms(),
     )

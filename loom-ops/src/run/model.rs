@@ -48,8 +48,7 @@ pub struct RunComplete {
     /// The run, as run.begin returned it.
     pub run_id: String,
     /// succeeded (default), failed or abandoned.
-    #[serde(default)]
-    pub status: RunEnd,
+    pub status: Option<RunEnd>,
     /// What came of it.
     pub summary: Option<String>,
     /// The namespace (default: the caller's).
