@@ -678,6 +678,51 @@ async fn a_token_from_one_org_is_refused_in_another() {
     }
 }
 
+/// With authentication off nothing but a request's headers tells a web
+/// page's post from a client's: `/v1` refuses a foreign `Host` or `Origin`
+/// as `/mcp` does (a `text/plain` POST from any page needs no preflight).
+/// With a bearer the check is not needed and not made.
+#[tokio::test]
+async fn without_authentication_v1_refuses_foreign_pages() {
+    for auth in [false, true] {
+        for t in servers(|c| c.auth_required = auth).await {
+            let n = format!("{} auth={auth}", t.name());
+            let token = auth.then(|| t.token("default", "root", Role::Admin, &[]));
+            let set = |key: &str| {
+                t.request("memory.set", token.as_deref())
+                    .header("content-type", "text/plain")
+                    .body(json!({"memory_key": key, "content": "planted"}).to_string())
+            };
+            let foreign_origin = t
+                .send(set("from_page").header("origin", "http://evil.example.com"))
+                .await;
+            let foreign_host = t
+                .send(set("rebound").header("host", "evil.example.com"))
+                .await;
+            let local_page = t
+                .send(set("local").header("origin", "http://localhost:5173"))
+                .await;
+            assert_eq!(local_page.status, 200, "{n}: {}", local_page.text);
+            if auth {
+                assert_eq!(foreign_origin.status, 200, "{n}: {}", foreign_origin.text);
+                assert_eq!(foreign_host.status, 200, "{n}: {}", foreign_host.text);
+            } else {
+                assert_envelope(&foreign_origin, 403, "FOREIGN_ORIGIN", &n);
+                assert_envelope(&foreign_host, 403, "FOREIGN_ORIGIN", &n);
+                assert_eq!(
+                    t.count(
+                        "SELECT COUNT(*) FROM memories WHERE memory_key IN ('from_page', 'rebound')"
+                    )
+                    .await,
+                    0,
+                    "{n}"
+                );
+            }
+            t.server.shutdown().await;
+        }
+    }
+}
+
 /// A search's fan-out and the namespace listings show no more than the
 /// caller could read by naming each namespace: no restricted namespace of
 /// another org, and what a grant or a `*` in the token gives.

@@ -129,6 +129,9 @@ error_codes! {
     NamespaceNotAccessible = "NAMESPACE_NOT_ACCESSIBLE", 403, Auth, false;
     /// The token may not act in that org.
     OrgMismatch = "ORG_MISMATCH", 403, Auth, false;
+    /// The request's `Host` or `Origin` names a host the server does not
+    /// serve (DNS-rebinding and cross-site protection).
+    ForeignOrigin = "FOREIGN_ORIGIN", 403, Auth, false;
     /// The key is locked.
     Locked = "LOCKED", 409, Conflict, false;
     /// The memory is pinned.

@@ -43,6 +43,9 @@ pub struct App {
     pub first_start: bool,
     /// OAuth sign-in (`LOOM_OAUTH_ENABLED=true`), else `None`.
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
+    /// The hosts a request's `Host` and `Origin` may name
+    /// ([`crate::transport::guard`]).
+    pub guard: crate::transport::guard::Guard,
     /// The calls running on tasks of their own
     /// ([`crate::pipeline::call_to_completion`]): shutdown waits for them
     /// before it closes the writers and the store.
@@ -95,6 +98,7 @@ impl App {
             usage,
             first_start,
             oauth,
+            guard: crate::transport::guard::Guard::from_config(&config),
             calls: TaskTracker::new(),
             store,
             config,

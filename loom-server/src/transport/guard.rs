@@ -1,6 +1,66 @@
-//! DNS-rebinding protection: every `/mcp` request's `Host`, and its `Origin`
-//! when present, must name a loopback host (any port) or a configured one. A
-//! foreign `Origin` is refused with 403 even with a valid token.
+//! DNS-rebinding and cross-site protection: a request's `Host`, and its
+//! `Origin` when present, must name a loopback host (any port), a host of
+//! `LOOM_MCP_ALLOWED_HOSTS` or the OAuth issuer's.
+//!
+//! Every `/mcp` request is checked (a foreign `Origin` is refused with 403
+//! even with a valid token). A `/v1` call is checked when it carries no
+//! bearer the server checked, that is with authentication off: there a web
+//! page the person visits could otherwise post to Loom (a `text/plain` POST
+//! needs no preflight) or read it through a rebound DNS name. A call with a
+//! bearer needs no check: no browser attaches one for a page, nor sends one
+//! cross-site without a CORS preflight Loom never grants.
+
+use axum::http::{HeaderMap, header};
+
+use crate::Config;
+
+/// The hosts a request may name, besides loopback ones.
+#[derive(Clone, Debug, Default)]
+pub struct Guard {
+    allowed: Vec<String>,
+}
+
+impl Guard {
+    /// `LOOM_MCP_ALLOWED_HOSTS`, and the OAuth issuer's authority when
+    /// OAuth is on (its sign-in pages call back to it).
+    pub fn from_config(config: &Config) -> Guard {
+        let mut allowed = config.mcp.allowed_hosts.clone();
+        if let Some(issuer) = config
+            .oauth_issuer
+            .as_deref()
+            .filter(|_| config.oauth_enabled)
+        {
+            let authority = issuer
+                .split("://")
+                .nth(1)
+                .unwrap_or(issuer)
+                .split('/')
+                .next()
+                .unwrap_or("");
+            if !authority.is_empty() {
+                allowed.push(authority.to_ascii_lowercase());
+            }
+        }
+        Guard { allowed }
+    }
+
+    /// Whether the request's `Host`, and `Origin` when it has one, name
+    /// hosts this server serves.
+    pub fn admits(&self, headers: &HeaderMap) -> bool {
+        let host_ok = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|h| allowed_authority(h, &self.allowed));
+        let origin_ok = match headers.get(header::ORIGIN) {
+            None => true,
+            Some(v) => v.to_str().is_ok_and(|o| allowed_origin(o, &self.allowed)),
+        };
+        host_ok && origin_ok
+    }
+}
+
+/// What a refused request is told.
+pub const REFUSAL: &str = "forbidden: the Host or Origin header names a host this server does not serve (DNS-rebinding protection)";
 
 /// Whether a `host[:port]` (as `Host` carries it, or an Origin's authority) is allowed.
 pub fn allowed_authority(authority: &str, allowed: &[String]) -> bool {

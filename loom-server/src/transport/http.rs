@@ -249,6 +249,14 @@ async fn call_op(
             return error_response(&refusal.error, challenge);
         }
     };
+    // With authentication off nothing but the request's own headers tells
+    // a web page's post from a client's (transport::guard).
+    if caller.is_none() && !app.guard.admits(&headers) {
+        return error_response(
+            &LoomError::new(ErrorCode::ForeignOrigin, super::guard::REFUSAL),
+            None,
+        );
+    }
     let Some(op) = app.registry.get(&name) else {
         let suggestions: Vec<&str> = app.registry.suggest(&name, 3);
         return error_response(

@@ -23,11 +23,12 @@ use super::cancel::InFlight;
 use super::config::AuthMode;
 use super::jsonrpc::{self, Body as RpcBody, JsonText, Message, code};
 use super::listing::Listings;
+use super::methods;
 use super::protocol::{self, Revision};
 use super::session::{Session, Sessions};
-use super::{guard, methods};
 use crate::app::App;
 use crate::pipeline;
+use crate::transport::guard;
 use crate::transport::http::{RequestId, read_bytes};
 
 /// The session header.
@@ -45,9 +46,6 @@ pub struct Mcp {
     pub listings: Listings,
     /// Requests in flight, for `notifications/cancelled`.
     pub in_flight: InFlight,
-    /// Hosts `Host`/`Origin` may name besides loopback: `LOOM_MCP_ALLOWED_HOSTS`
-    /// and the OAuth issuer's host.
-    allowed_hosts: Vec<String>,
     sweep: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -67,7 +65,6 @@ pub fn router(app: Arc<App>) -> Router {
         listings: Listings::new(app.registry),
         in_flight: InFlight::default(),
         sweep: std::sync::Mutex::new(None),
-        allowed_hosts: allowed_hosts(&app.config),
         app: app.clone(),
     });
     if app.config.workers {
@@ -82,27 +79,6 @@ pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/mcp", post(post_mcp).delete(delete_mcp).get(get_mcp))
         .with_state(mcp)
-}
-
-fn allowed_hosts(config: &crate::Config) -> Vec<String> {
-    let mut hosts = config.mcp.allowed_hosts.clone();
-    if let Some(issuer) = config
-        .oauth_issuer
-        .as_deref()
-        .filter(|_| config.oauth_enabled)
-    {
-        let authority = issuer
-            .split("://")
-            .nth(1)
-            .unwrap_or(issuer)
-            .split('/')
-            .next()
-            .unwrap_or("");
-        if !authority.is_empty() {
-            hosts.push(authority.to_ascii_lowercase());
-        }
-    }
-    hosts
 }
 
 /// `?toolset=` and `?schema_profile=`.
@@ -239,21 +215,14 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> 
 type Early = Box<Response>;
 
 fn check_host_and_origin(mcp: &Mcp, headers: &HeaderMap) -> Result<(), Early> {
-    let allowed = &mcp.allowed_hosts;
-    let host_ok =
-        header_str(headers, &header::HOST).is_some_and(|h| guard::allowed_authority(h, allowed));
-    let origin_ok = match headers.get(header::ORIGIN) {
-        None => true,
-        Some(v) => v.to_str().is_ok_and(|o| guard::allowed_origin(o, allowed)),
-    };
-    if host_ok && origin_ok {
+    if mcp.app.guard.admits(headers) {
         Ok(())
     } else {
         Err(Box::new(rpc_error_response(
             StatusCode::FORBIDDEN,
             None,
             code::INVALID_REQUEST,
-            "forbidden: the Host or Origin header names a host this server does not serve (DNS-rebinding protection)",
+            guard::REFUSAL,
             None,
         )))
     }

@@ -5,7 +5,6 @@
 mod cancel;
 pub mod config;
 pub mod endpoint;
-pub mod guard;
 pub mod jsonrpc;
 pub mod listing;
 mod methods;
