@@ -413,6 +413,21 @@ async fn open_store(config: &Config) -> Result<Store, String> {
     Store::open(config.store_options()).await
 }
 
+/// [`open_store`] for a command that acts on a server's store (a token is
+/// good only on the store whose key signed it): when no store was there,
+/// the one made now is said on standard error, since run from another
+/// folder than the server's it is not the server's store.
+async fn open_server_store(command: &str, config: &Config) -> Result<Store, String> {
+    let options = config.store_options();
+    if let Some(path) = options.new_sqlite_file() {
+        eprintln!(
+            "loom: note: {command}: no store was at {} and a new one was made there; a server on another store will not accept what this made (run this where `loom serve` runs, or set LOOM_DATABASE_URL to its store)",
+            path.display()
+        );
+    }
+    Store::open(options).await
+}
+
 async fn migrate() -> Result<(), String> {
     let config = Config::from_env()?;
     let store = open_store(&config).await?;
@@ -437,7 +452,7 @@ async fn mint(spec: MintSpec) -> Result<(), String> {
         }
     }
     refuse_bad_namespace("token mint", &spec.namespaces)?;
-    let store = open_store(&config).await?;
+    let store = open_server_store("token mint", &config).await?;
     let keys = JwtKeys::load(&store, &config).await;
     let unknown = unknown_namespaces(&store, &spec.org, &spec.namespaces).await;
     store.close().await;
@@ -510,7 +525,7 @@ async fn revoke(jti: String) -> Result<(), String> {
         return Err("token revoke: the jti must not be empty".into());
     }
     let config = Config::from_env()?;
-    let store = open_store(&config).await?;
+    let store = open_server_store("token revoke", &config).await?;
     let added = store.revoke_token(jti.trim()).await;
     store.close().await;
     match added {

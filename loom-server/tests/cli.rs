@@ -51,6 +51,12 @@ async fn a_minted_token_is_accepted_and_a_revoked_one_refused() {
         1,
         "mint prints one line: {stdout:?}"
     );
+    // there was no store: the one made now is said, on standard error
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no store was at") && stderr.contains("loom.db"),
+        "{stderr}"
+    );
     let token = stdout.trim().to_owned();
     assert_eq!(token.split('.').count(), 3, "{token}");
 
@@ -95,6 +101,12 @@ async fn a_minted_token_is_accepted_and_a_revoked_one_refused() {
         .unwrap();
     assert!(
         out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // the server's store: nothing to say
+    assert!(
+        out.stderr.is_empty(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -89,6 +89,19 @@ pub struct StoreOptions {
     pub connection_lifetime: Duration,
 }
 
+impl StoreOptions {
+    /// The SQLite file these options name, when it does not exist yet:
+    /// opening the store will create it (a new store, with a signing key
+    /// of its own). `None` for a file that exists, in memory and on
+    /// PostgreSQL.
+    pub fn new_sqlite_file(&self) -> Option<std::path::PathBuf> {
+        if !self.url.starts_with("sqlite:") {
+            return None;
+        }
+        sqlite_file(&self.url).filter(|path| !path.exists())
+    }
+}
+
 /// [`StoreOptions::connection_lifetime`] by default, sqlx's own: so what
 /// PostgreSQL holds for a connection (its caches, the connection's
 /// prepared statements) does not grow for good, and after a failover
