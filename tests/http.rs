@@ -380,6 +380,25 @@ async fn unknown_ops_wrong_methods_big_and_malformed_bodies() {
         let a = t.post("ops.capabilities", Some(&token), big).await;
         assert_envelope(&a, 413, "PAYLOAD_TOO_LARGE", n);
 
+        // a key given twice is refused, and nothing is written: which one
+        // Loom read would be a guess (a gateway before it may read the other)
+        let writer = t.token("default", "wes", Role::Writer, &[]);
+        let a = t
+            .send(
+                t.request("memory.set", Some(&writer))
+                    .header("content-type", "application/json")
+                    .body(r#"{"memory_key": "first", "memory_key": "second", "content": "x"}"#),
+            )
+            .await;
+        assert_envelope(&a, 400, "BAD_REQUEST", n);
+        assert!(a.text.contains("given twice"), "{n}: {}", a.text);
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM memories WHERE memory_key IN ('first', 'second')")
+                .await,
+            0,
+            "{n}"
+        );
+
         // a compressed body is not decoded: 415, not "not valid JSON";
         // identity is no coding
         for (coding, status) in [("gzip", 415), ("br, identity", 415), ("identity", 200)] {

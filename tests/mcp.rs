@@ -108,6 +108,34 @@ async fn framing_batches_and_methods() {
             (200, Some(-32700))
         );
         assert!(a.body.get("id").is_none());
+        // a key given twice, in the envelope or in a tool's arguments, is
+        // refused: which one Loom read would be a guess
+        for body in [
+            r#"{"jsonrpc": "2.0", "id": 9, "method": "ping", "method": "tools/list"}"#,
+            r#"{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "loom_memory_get", "arguments": {"memory_key": "a", "memory_key": "b"}}}"#,
+        ] {
+            let a = t
+                .send(
+                    c.post()
+                        .header("content-type", "application/json")
+                        .body(body),
+                )
+                .await;
+            assert_eq!(
+                (a.status, a.body["error"]["code"].as_i64()),
+                (200, Some(-32700)),
+                "{body}: {}",
+                a.text
+            );
+            assert!(
+                a.body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("given twice"),
+                "{}",
+                a.text
+            );
+        }
         let a = c
             .raw(json!({"jsonrpc": "2.0", "id": null, "method": "ping"}))
             .await;

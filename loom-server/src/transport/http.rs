@@ -172,7 +172,7 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Value, 
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
-    serde_json::from_slice(&bytes).map_err(|e| json_error(&e))
+    super::json::from_slice(&bytes).map_err(|e| json_error(&e))
 }
 
 /// Reads a whole request body within `LOOM_MAX_BODY_BYTES` (413) and

@@ -3,4 +3,5 @@
 
 pub mod guard;
 pub mod http;
+pub mod json;
 pub mod mcp;

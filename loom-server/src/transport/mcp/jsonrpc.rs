@@ -232,7 +232,7 @@ pub fn parse(body: &[u8]) -> Result<Body, FramingError> {
     if let Some(message) = single_request(body) {
         return Ok(Body::Single(message));
     }
-    let value: Value = serde_json::from_slice(body).map_err(|e| FramingError {
+    let value: Value = crate::transport::json::from_slice(body).map_err(|e| FramingError {
         code: code::PARSE_ERROR,
         message: format!("parse error: {e}"),
     })?;
@@ -271,7 +271,7 @@ fn single_request(body: &[u8]) -> Option<Message> {
     /// `Option` as absent; an `"id": null` is an invalid id, not a
     /// notification).
     fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-        Value::deserialize(d).map(Some)
+        crate::transport::json::unique(d).map(Some)
     }
     #[derive(Deserialize)]
     struct Envelope<'a> {
@@ -511,12 +511,12 @@ mod tests {
         ] {
             assert!(single_request(body.as_bytes()).is_none(), "{body}");
         }
-        let Body::Single(Message::Request { method, .. }) =
-            parse(br#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#).unwrap()
-        else {
-            panic!()
-        };
-        assert_eq!(method, "b", "a key given twice: the last one, as before");
+        let refused = parse(br#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#).unwrap_err();
+        assert_eq!(
+            refused.code,
+            code::PARSE_ERROR,
+            "a key given twice: neither is read"
+        );
     }
 
     #[test]
