@@ -1812,6 +1812,258 @@ async fn a_lock_refusal_names_the_agent_holding_it() {
     }
 }
 
+/// Writes racing a blacklist.add with a sweep: each lands before the
+/// pattern (and is swept) or after it (and is refused); none is left live
+/// holding the content.
+#[tokio::test]
+async fn no_write_slips_past_a_pattern_added_meanwhile() {
+    for h in common::all().await {
+        let n = h.name();
+        let sets = futures_util::future::join_all((0..40).map(|i| {
+            h.call(
+                "memory.set",
+                json!({"memory_key": format!("bl/{i}"), "content": format!("note {i} with forbidden words")}),
+            )
+        }));
+        let add = h.call(
+            "blacklist.add",
+            json!({"pattern": "forbidden", "sweep": true}),
+        );
+        let (sets, add) = tokio::join!(sets, add);
+        add.unwrap_or_else(|e| panic!("{n}: {e:?}"));
+        for set in &sets {
+            if let Err(e) = set {
+                assert_eq!(e.code().as_str(), "BLACKLISTED", "{n}: {e:?}");
+            }
+        }
+        let live = h
+            .count(
+                "SELECT COUNT(*) FROM memories WHERE memory_key LIKE 'bl/%' AND deleted = 0 \
+                 AND content LIKE '%forbidden%'",
+            )
+            .await;
+        assert_eq!(live, 0, "{n}: live rows holding blacklisted content");
+    }
+}
+
+/// One lock holds a key: another agent's lock is refused, and only a call
+/// that means the holder's row (naming its agent, or the holder itself)
+/// releases it.
+#[tokio::test]
+async fn one_lock_holds_a_key_and_only_its_holder_is_released() {
+    for h in common::all().await {
+        let n = h.name();
+        for agent in ["a1", "a2"] {
+            h.call_as(
+                agent,
+                "memory.set",
+                json!({"memory_key": "k", "content": agent}),
+            )
+            .await
+            .unwrap();
+        }
+        let lock = |agent: &'static str, args: Value| h.call_as(agent, "memory.lock", args);
+        let unlock = |agent: &'static str, args: Value| h.call_as(agent, "memory.unlock", args);
+        lock("a1", json!({"memory_key": "k"})).await.unwrap();
+        // a second agent's lock, and one with no row of the key that falls
+        // back to the holder's row, are refused
+        for (agent, args) in [
+            ("a2", json!({"memory_key": "k"})),
+            ("a3", json!({"memory_key": "k"})),
+            ("a2", json!({"memory_key": "k", "agent": "a2"})),
+        ] {
+            let e = lock(agent, args.clone()).await.unwrap_err();
+            assert_eq!(
+                (e.code().as_str(), e.detail()["locked_by"].as_str()),
+                ("LOCKED", Some("a1")),
+                "{n} {agent} {args}"
+            );
+        }
+        // the holder locking again changes nothing
+        let again = lock("a1", json!({"memory_key": "k"})).await.unwrap();
+        assert_eq!(again["changed"], false, "{n}");
+        // an unlock that does not mean the holder's row is refused
+        for (agent, args) in [
+            ("a2", json!({"memory_key": "k"})),
+            ("a3", json!({"memory_key": "k"})),
+        ] {
+            let e = unlock(agent, args.clone()).await.unwrap_err();
+            assert_eq!(e.code().as_str(), "LOCKED", "{n} {agent} {args}");
+        }
+        // naming the holder releases it, whoever calls
+        let done = unlock("a2", json!({"memory_key": "k", "agent": "a1"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            (&done["agent"], &done["changed"]),
+            (&json!("a1"), &json!(true)),
+            "{n}"
+        );
+        lock("a2", json!({"memory_key": "k"})).await.unwrap();
+        let e = h
+            .call_as(
+                "a1",
+                "memory.set",
+                json!({"memory_key": "k", "content": "x"}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.detail()["locked_by"], "a2", "{n}");
+        let locked_rows = h
+            .count("SELECT COUNT(*) FROM memories WHERE memory_key = 'k' AND locked = 1")
+            .await;
+        assert_eq!(locked_rows, 1, "{n}");
+    }
+}
+
+/// Many agents locking one key at once: exactly one holds it.
+#[tokio::test]
+async fn agents_locking_a_key_at_once_leave_one_lock() {
+    const AGENTS: [&str; 12] = [
+        "r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11",
+    ];
+    for h in common::all().await {
+        let n = h.name();
+        for agent in AGENTS {
+            h.call_as(
+                agent,
+                "memory.set",
+                json!({"memory_key": "race", "content": agent}),
+            )
+            .await
+            .unwrap();
+        }
+        let locks = futures_util::future::join_all(
+            AGENTS
+                .iter()
+                .map(|agent| h.call_as(agent, "memory.lock", json!({"memory_key": "race"}))),
+        )
+        .await;
+        let won = locks.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(won, 1, "{n}: {locks:?}");
+        assert!(
+            locks
+                .iter()
+                .filter_map(|r| r.as_ref().err())
+                .all(|e| e.code().as_str() == "LOCKED"),
+            "{n}: {locks:?}"
+        );
+        let locked_rows = h
+            .count("SELECT COUNT(*) FROM memories WHERE memory_key = 'race' AND locked = 1")
+            .await;
+        assert_eq!(locked_rows, 1, "{n}");
+    }
+}
+
+/// Sets racing a lock of their own row: none lands after the lock.
+#[tokio::test]
+async fn no_set_lands_after_a_lock_of_its_row() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call("memory.set", json!({"memory_key": "held", "content": "v0"}))
+            .await
+            .unwrap();
+        let sets = futures_util::future::join_all((0..30).map(|i| {
+            h.call(
+                "memory.set",
+                json!({"memory_key": "held", "content": format!("s{i}")}),
+            )
+        }));
+        let lock = h.call("memory.lock", json!({"memory_key": "held"}));
+        let (sets, lock) = tokio::join!(sets, lock);
+        lock.unwrap_or_else(|e| panic!("{n}: {e:?}"));
+        for set in &sets {
+            if let Err(e) = set {
+                assert_eq!(e.code().as_str(), "LOCKED", "{n}: {e:?}");
+            }
+        }
+        let history = h
+            .call("memory.history", json!({"memory_key": "held", "limit": 50}))
+            .await
+            .unwrap();
+        let changes: Vec<(i64, String)> = history["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["version"].as_i64().unwrap(),
+                    v["change"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        let lock_at = changes.iter().find(|(_, c)| c == "lock").unwrap().0;
+        assert!(
+            changes.iter().all(|(v, c)| *v <= lock_at || c != "set"),
+            "{n}: a set after the lock: {changes:?}"
+        );
+    }
+}
+
+/// A lock holds its memory unchanged, its expiry included; and a memory
+/// set again after a delete is a new one, nothing of the deleted row back.
+#[tokio::test]
+async fn a_lock_removes_the_expiry_and_a_set_after_a_delete_starts_afresh() {
+    for h in common::all().await {
+        let n = h.name();
+        let later = "2999-01-01T00:00:00Z";
+        h.call(
+            "memory.set",
+            json!({"memory_key": "frozen", "content": "x", "expires_at": later}),
+        )
+        .await
+        .unwrap();
+        h.call("memory.lock", json!({"memory_key": "frozen"}))
+            .await
+            .unwrap();
+        let got = h
+            .call("memory.get", json!({"memory_key": "frozen"}))
+            .await
+            .unwrap();
+        assert!(
+            got.get("expires_at").is_none_or(Value::is_null),
+            "{n}: {got}"
+        );
+
+        h.call(
+            "memory.set",
+            json!({"memory_key": "again", "content": "one", "kind": "decision",
+                   "labels": ["l1"], "source": "cli", "expires_at": later}),
+        )
+        .await
+        .unwrap();
+        h.call("memory.delete", json!({"memory_key": "again"}))
+            .await
+            .unwrap();
+        let set = h
+            .call(
+                "memory.set",
+                json!({"memory_key": "again", "content": "two"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(set["version"], 3, "{n}: the key's history goes on");
+        let got = h
+            .call("memory.get", json!({"memory_key": "again"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                &got["content"],
+                &got["kind"],
+                &got["labels"],
+                &got["source"]
+            ),
+            (&json!("two"), &json!("fact"), &json!([]), &json!("")),
+            "{n}: {got}"
+        );
+        assert!(
+            got.get("expires_at").is_none_or(Value::is_null),
+            "{n}: {got}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn apply_holds_the_rows_it_plans_on_against_concurrent_updates() {
     for h in common::all().await {

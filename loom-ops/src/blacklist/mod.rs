@@ -42,9 +42,15 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
             format!("pattern is {} bytes; at most 256", pattern.len()),
         ));
     }
-    let now = now_ms();
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
+    // No write of content is between its check of the patterns and its
+    // commit while the pattern goes in and the sweep runs: those before
+    // are swept, those after are refused (PostgreSQL; SQLite's writes run
+    // one at a time, and its one-step writes check the patterns where they
+    // land).
+    memories::hold_blacklist(tx.conn(), store, cx, true).await?;
+    let now = now_ms();
     // Matching ignores case, so a pattern differing from one held only in
     // case adds nothing.
     let held = store::held(tx.conn(), cx, pattern).await?.is_some();

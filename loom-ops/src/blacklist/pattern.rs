@@ -2,6 +2,26 @@
 //! with `*` (any run of characters) or `?` (one character) is a glob over
 //! the whole content, any other pattern matches as a substring.
 
+/// The SQL function the direct writer's connection knows [`matches`] by
+/// (`loom_blacklisted(pattern, content)`): a write planned off the writer
+/// checks the patterns again where it lands, in its own statement.
+pub const SQL_FUNCTION: &str = "loom_blacklisted";
+
+/// Registers [`SQL_FUNCTION`] on a SQLite connection.
+pub fn register(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        SQL_FUNCTION,
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let pattern: String = ctx.get(0)?;
+            let content: String = ctx.get(1)?;
+            Ok(matches(&pattern, &content))
+        },
+    )
+}
+
 /// Whether `content` matches `pattern`.
 pub fn matches(pattern: &str, content: &str) -> bool {
     let p: Vec<char> = pattern.to_lowercase().chars().collect();

@@ -31,7 +31,11 @@ fn plan(action: ApplyAction, add: &[String], row: &Row, key_locked: bool, now: i
         ApplyAction::Delete => new.deleted = 1,
         ApplyAction::Expire => new.expires_ms = Some(now),
         ApplyAction::Lock if row.locked != 0 => return Step::Same,
-        ApplyAction::Lock => new.locked = 1,
+        ApplyAction::Lock => {
+            // As memory.lock: a locked memory does not expire either.
+            new.locked = 1;
+            new.expires_ms = None;
+        }
         ApplyAction::Label => {
             let mut labels = labels_from_json(&row.labels);
             labels.extend(add.iter().cloned());

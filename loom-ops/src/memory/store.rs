@@ -328,6 +328,68 @@ pub async fn lock_holder(
     Ok(holder)
 }
 
+/// The advisory lock key of a namespace's blacklist on PostgreSQL: a
+/// content write holds it shared from before it reads the patterns until
+/// it commits, and blacklist.add holds it alone, so a pattern and its
+/// sweep never fall between a write's check and its commit.
+const BLACKLIST_LOCK_KEY: &str = "hashtextextended('loom.blacklist/' || $1 || '/' || $2, 0)";
+
+/// Holds the namespace's blacklist for a write of content (`exclusive`:
+/// for blacklist.add) until the transaction ends, on PostgreSQL, whose
+/// writes run side by side. SQLite's writes run one at a time already.
+pub async fn hold_blacklist(
+    conn: &mut AnyConnection,
+    store: &Store,
+    cx: &OpCx,
+    exclusive: bool,
+) -> OpResult<()> {
+    if store.backend() != Backend::Postgres {
+        return Ok(());
+    }
+    static SHARED: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT CAST(1 AS BIGINT) FROM (SELECT pg_advisory_xact_lock_shared({BLACKLIST_LOCK_KEY})) AS held"
+        )
+    });
+    static EXCLUSIVE: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT CAST(1 AS BIGINT) FROM (SELECT pg_advisory_xact_lock({BLACKLIST_LOCK_KEY})) AS held"
+        )
+    });
+    let sql = if exclusive { &EXCLUSIVE } else { &SHARED };
+    sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .execute(conn)
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+/// Holds every row of `key` until the write's transaction ends, on
+/// PostgreSQL: two writes that each check the key's lock before taking it
+/// run one after the other, so the second sees the first's lock. On
+/// SQLite writes run one at a time already.
+pub async fn hold_key(
+    conn: &mut AnyConnection,
+    store: &Store,
+    cx: &OpCx,
+    key: &str,
+) -> OpResult<()> {
+    if store.backend() == Backend::Postgres {
+        sqlx::query(
+            "SELECT 1 FROM memories WHERE org = $1 AND namespace = $2 AND memory_key = $3 FOR UPDATE",
+        )
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(key)
+        .execute(conn)
+        .await
+        .map_err(db_error)?;
+    }
+    Ok(())
+}
+
 /// The keys of the namespace a row of which is locked (what
 /// `memory.apply` keeps, whichever agent's rows its filter matched): read
 /// through the partial index of locked rows (migration 0020 on SQLite,
@@ -561,26 +623,35 @@ fn save_args<'q, B: Bind<'q>>(query: B, read_version: i64, new: &'q Row) -> B {
         .arg(read_version)
 }
 
-/// No agent's row of the key (`$org`, `$namespace`, `$key`) is locked: the
-/// guard of a write planned on a [`SetView`], checked where it lands.
-fn none_locked(org: &str, namespace: &str, key: &str) -> String {
+/// No agent's row of the key (`$org`, `$namespace`, `$key`) is locked,
+/// and no blacklist pattern of the namespace matches `$content`: the guard
+/// of a write planned on a [`SetView`], checked where it lands (a lock or
+/// a pattern added since the view was read fails the write, and the
+/// caller takes the path that reads under the writer and says why). The
+/// patterns are matched by the direct writer's SQL function
+/// ([`crate::blacklist::pattern::SQL_FUNCTION`]).
+fn none_held(org: &str, namespace: &str, key: &str, content: &str) -> String {
     format!(
         "NOT EXISTS (SELECT 1 FROM memories AS held WHERE held.org = {org} \
-         AND held.namespace = {namespace} AND held.memory_key = {key} AND held.locked = 1)"
+         AND held.namespace = {namespace} AND held.memory_key = {key} AND held.locked = 1) \
+         AND NOT EXISTS (SELECT 1 FROM blacklist AS bl WHERE bl.org = {org} \
+         AND bl.namespace = {namespace} AND {}(bl.pattern, {content}))",
+        crate::blacklist::pattern::SQL_FUNCTION
     )
 }
 
 /// [`insert`] as the call's whole write, in one step on SQLite
 /// ([`Store::write_in_one_step`]), with the audit row. False, and nothing
-/// written, also when any agent's row of the key is locked: the caller
-/// then takes the path that reads under the writer and says why.
+/// written, also when any agent's row of the key is locked or a blacklist
+/// pattern matches ([`none_held`]): the caller then takes the path that
+/// reads under the writer and says why.
 pub async fn insert_in_one_step(store: &Store, cx: &OpCx, row: &Row) -> OpResult<bool> {
     static SQL: LazyLock<OneStep> = LazyLock::new(|| {
         let (columns, values) = insert_columns_values(Backend::Sqlite);
         let insert = format!(
             "INSERT INTO memories ({columns}) SELECT {values} WHERE {} \
              ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING RETURNING version",
-            none_locked("$1", "$2", "$4")
+            none_held("$1", "$2", "$4", "$5")
         );
         one_step_sql(&with_snapshot(Backend::Sqlite, &insert, INSERTED, 17), 22)
     });
@@ -598,7 +669,7 @@ pub async fn save_in_one_step(
     change: &str,
 ) -> OpResult<bool> {
     static SQL: LazyLock<OneStep> = LazyLock::new(|| {
-        let guard = format!(" AND {}", none_locked("$12", "$13", "$15"));
+        let guard = format!(" AND {}", none_held("$12", "$13", "$15", "$1"));
         one_step_sql(&sqlite_save(&guard, " RETURNING version"), 22)
     });
     let values = snapshot_args(save_args(Values::default(), read_version, new), cx, change);

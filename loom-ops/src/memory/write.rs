@@ -118,30 +118,24 @@ impl SetValues {
     /// The write that sets these values over `cur`, the caller's row.
     fn plan(&self, cx: &OpCx, cur: Option<Row>, now: i64) -> OpResult<Plan> {
         let Some(cur) = cur else {
-            return Ok(Plan::Insert(Row {
-                org: cx.scope.org.clone(),
-                namespace: cx.scope.namespace.clone(),
-                agent: cx.scope.agent.clone(),
-                memory_key: self.key.clone(),
-                content: self.content.clone(),
-                kind: self
-                    .kind
-                    .clone()
-                    .unwrap_or_else(|| validate::DEFAULT_KIND.to_owned()),
-                labels: validate::labels_json(self.labels.as_deref().unwrap_or_default()),
-                source: self.source.clone().unwrap_or_default(),
-                content_hash: self.hash.clone(),
-                version: 1,
-                pinned: 0,
-                locked: 0,
-                deleted: 0,
-                expires_ms: self.expiry.over(None, now),
-                recall_count: 0,
-                last_recall_ms: None,
-                created_ms: now,
-                updated_ms: now,
-            }));
+            return Ok(Plan::Insert(self.fresh(cx, now)));
         };
+        if !cur.live(now) {
+            // A deleted or expired memory is gone: what is set now is a new
+            // one, its fields as given or their defaults (nothing of the
+            // old row comes back), its version continuing the key's history.
+            let mut new = self.fresh(cx, now);
+            new.version = cur.version + 1;
+            return Ok(Plan::Save {
+                read_version: cur.version,
+                new,
+            });
+        }
+        // The guards were read before the row: a lock may have landed
+        // between the two (PostgreSQL reads each at its own moment).
+        if cur.locked != 0 {
+            return Err(locked(&self.key, &cur.agent));
+        }
         refuse_expiring_a_pin(&cur, self.expiry)?;
         let mut new = cur.clone();
         new.content = self.content.clone();
@@ -156,8 +150,7 @@ impl SetValues {
             new.source = s.clone();
         }
         new.expires_ms = self.expiry.over(cur.expires_ms, now);
-        new.deleted = 0;
-        if same(&cur, &new) && cur.live(now) {
+        if same(&cur, &new) {
             return Ok(Plan::Unchanged(cur));
         }
         new.updated_ms = now;
@@ -166,6 +159,34 @@ impl SetValues {
             read_version: cur.version,
             new,
         })
+    }
+
+    /// A new memory of these values: the fields not given take their
+    /// defaults.
+    fn fresh(&self, cx: &OpCx, now: i64) -> Row {
+        Row {
+            org: cx.scope.org.clone(),
+            namespace: cx.scope.namespace.clone(),
+            agent: cx.scope.agent.clone(),
+            memory_key: self.key.clone(),
+            content: self.content.clone(),
+            kind: self
+                .kind
+                .clone()
+                .unwrap_or_else(|| validate::DEFAULT_KIND.to_owned()),
+            labels: validate::labels_json(self.labels.as_deref().unwrap_or_default()),
+            source: self.source.clone().unwrap_or_default(),
+            content_hash: self.hash.clone(),
+            version: 1,
+            pinned: 0,
+            locked: 0,
+            deleted: 0,
+            expires_ms: self.expiry.over(None, now),
+            recall_count: 0,
+            last_recall_ms: None,
+            created_ms: now,
+            updated_ms: now,
+        }
     }
 }
 
@@ -184,13 +205,16 @@ pub async fn set(store: &Store, cx: &OpCx, input: MemorySet) -> OpResult<MemoryW
     let key = values.key.as_str();
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
+    sql::hold_blacklist(tx.conn(), store, cx, false).await?;
     let (holder, patterns) = sql::set_guards(tx.conn(), cx, key).await?;
     blacklist::refuse_matching(patterns, &values.content)?;
     if let Some(holder) = holder {
         return Err(locked(key, &holder));
     }
-    let now = now_ms();
     for _ in 0..RETRIES {
+        // Taken for each try: a version written after a lost race is
+        // stamped after the one it lost to.
+        let now = now_ms();
         let cur = sql::own(tx.conn(), cx, &cx.scope.agent, key).await?;
         match values.plan(cx, cur, now)? {
             Plan::Unchanged(cur) => {
@@ -287,10 +311,11 @@ pub async fn update(store: &Store, cx: &OpCx, input: MemoryUpdate) -> OpResult<M
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
     if let Some(c) = &input.content {
+        sql::hold_blacklist(tx.conn(), store, cx, false).await?;
         blacklist::check(tx.conn(), cx, c).await?;
     }
-    let now = now_ms();
     for _ in 0..RETRIES {
+        let now = now_ms();
         let Some(cur) = sql::resolve(tx.conn(), cx, input.agent.is_some(), key, now, false).await?
         else {
             return Err(not_found(cx, key));
@@ -383,7 +408,12 @@ impl Change {
                 new.expires_ms = None;
             }
             Change::Unpin => new.pinned = 0,
-            Change::Lock => new.locked = 1,
+            Change::Lock => {
+                // A locked memory changes in no way until unlocked: not
+                // by its expiry either.
+                new.locked = 1;
+                new.expires_ms = None;
+            }
             Change::Unlock => new.locked = 0,
         }
         Ok(new)
@@ -401,8 +431,12 @@ pub async fn change(
     validate::key("memory_key", key)?;
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
-    let now = now_ms();
+    if change == Change::Lock {
+        // Two agents locking the key at once must not both hold it.
+        sql::hold_key(tx.conn(), store, cx, key).await?;
+    }
     for _ in 0..RETRIES {
+        let now = now_ms();
         let Some(cur) = sql::resolve(tx.conn(), cx, input.agent.is_some(), key, now, false).await?
         else {
             return Err(not_found(cx, key));
@@ -413,12 +447,21 @@ pub async fn change(
             return Err(sql::version_conflict(key, expected, cur.version));
         }
         let mut new = change.apply(&cur)?;
-        // Any agent's lock on the key holds it for every change but lock
-        // and unlock, as for memory.set.
-        if !matches!(change, Change::Lock | Change::Unlock)
-            && let Some(holder) = sql::lock_holder(tx.conn(), cx, key).await?
-        {
-            return Err(locked(key, &holder));
+        if let Some(holder) = sql::lock_holder(tx.conn(), cx, key).await? {
+            // The row the call means: the agent it names, else its own.
+            let meant = input.agent.is_some() || cur.agent == cx.scope.agent;
+            let refused = match change {
+                // One lock holds the key: another agent's lock, or a lock
+                // the call reached only by falling back to another
+                // agent's row, is not the caller's to take or release.
+                Change::Lock | Change::Unlock => holder != cur.agent || !meant,
+                // Any agent's lock holds the key for every other change,
+                // as for memory.set.
+                Change::Delete | Change::Pin | Change::Unpin => true,
+            };
+            if refused {
+                return Err(locked(key, &holder));
+            }
         }
         if same(&cur, &new) {
             tx.rollback().await?;

@@ -168,6 +168,8 @@ fn open(path: &Path) -> rusqlite::Result<Connection> {
     // As sqlx's writer connection: the same durability and caches.
     conn.execute_batch(SQLITE_WRITER_SETTINGS)?;
     conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
+    // The one-step writes' blacklist guard (memory::store::none_held).
+    crate::blacklist::pattern::register(&conn)?;
     Ok(conn)
 }
 
