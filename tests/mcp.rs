@@ -1116,6 +1116,21 @@ async fn full_profile_results_conform_to_their_listed_output_schema() {
                 true,
             ),
             ("loom_ops_capabilities", json!({}), true),
+            // The synthetic tools list their answers too.
+            ("loom_search", json!({"query": "alpha beta"}), true),
+            (
+                "loom_search",
+                json!({"query": "alpha", "explain": true, "bodies": "none"}),
+                true,
+            ),
+            ("loom_activate", json!({}), true),
+            (
+                "loom_op",
+                json!({"op": "memory.get", "arguments": {"memory_key": "a"}}),
+                true,
+            ),
+            ("loom_op", json!({"op": "help", "query": "pin"}), true),
+            ("loom_activate", json!({"x": 1}), false),
             // Refusals: invalid arguments, not found, a conflict.
             ("loom_memory_get", json!({"key": "a"}), false),
             ("loom_memory_get", json!({"memory_key": "nope"}), false),

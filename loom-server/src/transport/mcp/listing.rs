@@ -215,15 +215,25 @@ fn offer_agent(op: &Op, input: &mut Value, profile: Profile) {
     }
 }
 
-fn synthetic(
-    name: &str,
-    title: &str,
+/// What a synthetic tool lists beside its name: its title, description,
+/// input, what its `structuredContent` holds (listed with the full
+/// profile) and its hints.
+struct Synthetic<'a> {
+    title: &'a str,
     description: String,
     input: Value,
+    output: Value,
     hints: Annotations,
-    profile: Profile,
-    revision: Revision,
-) -> Value {
+}
+
+fn synthetic(name: &str, tool: Synthetic<'_>, profile: Profile, revision: Revision) -> Value {
+    let Synthetic {
+        title,
+        description,
+        input,
+        output,
+        hints,
+    } = tool;
     let description = match profile {
         Profile::Compact => loom_core::schema::first_paragraph(&description),
         _ => description,
@@ -235,6 +245,10 @@ fn synthetic(
     let mut tool = json!({"name": name, "description": description, "inputSchema": input});
     if revision.has_structured_output() {
         tool["title"] = title.into();
+    }
+    if profile == Profile::Full && revision.has_structured_output() {
+        // An answer or a refusal's body, as every listed tool's.
+        tool["outputSchema"] = loom_core::lean::listed_output_schema(&output);
     }
     if revision.has_annotations() {
         tool["annotations"] = serde_json::to_value(hints).unwrap_or_default();
@@ -273,25 +287,38 @@ fn synthetic_tools(
     profile: Profile,
     revision: Revision,
 ) -> Vec<Value> {
+    let search_output = registry
+        .get(SEARCH_OP)
+        .map_or_else(|| json!({"type": "object"}), |op| op.output_schema.clone());
     let search = synthetic(
         LOOM_SEARCH,
-        "Search Loom",
-        "Searches memory, profile, knowledge and conversations in one call and returns all four sections. \
-         Use it before answering from what Loom may already know; explain: true adds why each memory hit ranked."
-            .into(),
-        search_input_schema(),
-        READ,
+        Synthetic {
+            title: "Search Loom",
+            description: "Searches memory, profile, knowledge and conversations in one call and returns all four sections. \
+             Use it before answering from what Loom may already know; explain: true adds why each memory hit ranked."
+                .into(),
+            input: search_input_schema(),
+            output: search_output,
+            hints: READ,
+        },
         profile,
         revision,
     );
     let activate = synthetic(
         LOOM_ACTIVATE,
-        "Start a Loom session",
-        "Returns the session primer: your profile, preferences and default workspace, and how to use \
-         Loom's tools. Call it once at the start of a session."
-            .into(),
-        json!({"type": "object", "additionalProperties": false}),
-        READ,
+        Synthetic {
+            title: "Start a Loom session",
+            description: "Returns the session primer: your profile, preferences and default workspace, and how to use \
+             Loom's tools. Call it once at the start of a session."
+                .into(),
+            input: json!({"type": "object", "additionalProperties": false}),
+            output: json!({
+                "type": "object",
+                "properties": {"primer": {"type": "string", "description": "The session primer."}},
+                "required": ["primer"]
+            }),
+            hints: READ,
+        },
         profile,
         revision,
     );
@@ -317,22 +344,27 @@ fn synthetic_tools(
     let destructive = routed.iter().any(|op| op.annotations.destructive_hint);
     let op = synthetic(
         LOOM_OP,
-        "Run a Loom op",
-        render_op_names(&about, registry, listing),
-        json!({
-            "type": "object",
-            "properties": {
-                "op": {"type": "string", "description": "The op name, such as memory.unpin, or \"help\"."},
-                "arguments": {"type": "object", "description": "The op's arguments."},
-                "query": {"type": "string", "description": "With op \"help\": what to look for."}
+        Synthetic {
+            title: "Run a Loom op",
+            description: render_op_names(&about, registry, listing),
+            input: json!({
+                "type": "object",
+                "properties": {
+                    "op": {"type": "string", "description": "The op name, such as memory.unpin, or \"help\"."},
+                    "arguments": {"type": "object", "description": "The op's arguments."},
+                    "query": {"type": "string", "description": "With op \"help\": what to look for."}
+                },
+                "required": ["op"]
+            }),
+            // The routed op's own answer, or help's list of ops: an object
+            // whose shape ops.capabilities gives per op.
+            output: json!({"type": "object"}),
+            hints: Annotations {
+                read_only_hint: readonly,
+                destructive_hint: destructive,
+                idempotent_hint: readonly,
+                open_world_hint: false,
             },
-            "required": ["op"]
-        }),
-        Annotations {
-            read_only_hint: readonly,
-            destructive_hint: destructive,
-            idempotent_hint: readonly,
-            open_world_hint: false,
         },
         profile,
         revision,
