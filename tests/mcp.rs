@@ -627,6 +627,19 @@ async fn calls_write_read_and_shape_results() {
             extra["structuredContent"]["code"], "INVALID_ARGUMENTS",
             "{extra}"
         );
+        // each part a clause, the whole a sentence
+        assert_eq!(
+            extra["structuredContent"]["message"],
+            "loom_activate: unknown 'verbose'. Nothing was run.",
+            "{extra}"
+        );
+        assert!(
+            typo["structuredContent"]["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("did you mean 'arguments'? Nothing was run."),
+            "{typo}"
+        );
         // An op without arguments names the one it was sent.
         let caps = c
             .call(

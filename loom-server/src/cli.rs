@@ -365,7 +365,7 @@ async fn serve() -> Result<(), String> {
         say!("loom: created org 'default' with namespace 'default'. Mint a token with:");
         say!("  loom token mint --org default --subject you --role admin");
         say!(
-            "then call: curl -X POST {base}/v1/ops.capabilities -H \"Authorization: Bearer $TOKEN\""
+            "then call: curl -X POST {base}/v1/ops.capabilities -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' -d '{{}}'"
         );
     }
     stop.await;

@@ -158,8 +158,21 @@ impl Store {
             let in_main = schema_of(&mut conn, "main", table).await.map_err(failed)?;
             if !in_main.is_empty() {
                 let made = definition(&in_main)?;
+                // A new store's migrations make the tables in the main
+                // file, empty, and they move at once: only a move of rows
+                // (a store made before the telemetry file) is news.
+                let held: (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT EXISTS (SELECT 1 FROM main.{table})"
+                )))
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(failed)?;
                 move_table(&mut conn, table, &made).await.map_err(failed)?;
-                tracing::info!(table, "moved into the telemetry file");
+                if held.0 != 0 {
+                    tracing::info!(table, "moved into the telemetry file");
+                } else {
+                    tracing::debug!(table, "made in the telemetry file");
+                }
                 continue;
             }
             let in_telemetry = schema_of(&mut conn, SCHEMA, table).await.map_err(failed)?;

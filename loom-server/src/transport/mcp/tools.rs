@@ -571,7 +571,7 @@ fn unknown_keys(tool: &str, args: &Value, known: &[&str]) -> Option<LoomError> {
     Some(
         LoomError::new(
             code,
-            format!("{tool}: {} Nothing was run.", parts.join(" ")),
+            format!("{tool}: {}", sentence(&parts.join("; "))) + " Nothing was run.",
         )
         .with_detail("unknown", unknown)
         .with_detail("did_you_mean", Value::Object(did_you_mean))
@@ -650,4 +650,14 @@ pub async fn caller_profile(mcp: &Mcp, conn: &Connection) -> Option<Value> {
         .ok()
         .map(lean)
         .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+}
+
+/// `text` ended as a sentence: a full stop unless it ends with one, or
+/// with a question mark.
+fn sentence(text: &str) -> String {
+    if text.ends_with(['.', '?']) {
+        text.to_owned()
+    } else {
+        format!("{text}.")
+    }
 }
