@@ -454,7 +454,8 @@ pub async fn change(
                 // One lock holds the key: another agent's lock, or a lock
                 // the call reached only by falling back to another
                 // agent's row, is not the caller's to take or release.
-                Change::Lock | Change::Unlock => holder != cur.agent || !meant,
+                Change::Lock => holder != cur.agent || !meant,
+                Change::Unlock => !(meant && cur.locked != 0),
                 // Any agent's lock holds the key for every other change,
                 // as for memory.set.
                 Change::Delete | Change::Pin | Change::Unpin => true,
