@@ -179,11 +179,15 @@ impl Recipe {
     /// Every recipe, by name.
     pub const ALL: [Recipe; 3] = [Recipe::Balanced, Recipe::Relevance, Recipe::Recent];
 
-    /// The recipe `name` names (any case), or `None`.
-    pub fn named(name: &str) -> Option<Recipe> {
-        Recipe::ALL
-            .into_iter()
-            .find(|r| r.name().eq_ignore_ascii_case(name.trim()))
+    /// The recipe `name` names (any case), else the default: an agent that
+    /// guessed a name gets a ranking, not a refusal.
+    pub fn lenient(name: Option<&str>) -> Recipe {
+        name.and_then(|name| {
+            Recipe::ALL
+                .into_iter()
+                .find(|r| r.name().eq_ignore_ascii_case(name.trim()))
+        })
+        .unwrap_or_default()
     }
 
     /// Its name.
@@ -469,11 +473,8 @@ fn ranked_sql(backend: Backend, recipe: Recipe, both: bool) -> &'static str {
         Backend::Sqlite => 0,
         Backend::Postgres => 1,
     };
-    let r = Recipe::ALL
-        .iter()
-        .position(|x| *x == recipe)
-        .unwrap_or_default();
-    &TEXTS[(b * Recipe::ALL.len() + r) * 2 + usize::from(both)]
+    // Recipe::ALL lists the variants in their declared order.
+    &TEXTS[(b * Recipe::ALL.len() + recipe as usize) * 2 + usize::from(both)]
 }
 
 fn build_ranked_sql(backend: Backend, recipe: Recipe, both: bool) -> String {

@@ -67,11 +67,7 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
         .top_k
         .unwrap_or(DEFAULT_TOP_K)
         .clamp(1, rank::LARGEST_PAGE);
-    let recipe = input
-        .recipe
-        .as_deref()
-        .and_then(Recipe::named)
-        .unwrap_or_default();
+    let recipe = Recipe::lenient(input.recipe.as_deref());
     let bodies = Bodies::lenient(input.bodies.as_deref());
     let terms = rank::terms(&input.query);
     let now = now_ms();

@@ -10,6 +10,7 @@ use std::fmt;
 
 use serde::Deserializer;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// `bytes` as a JSON value; an error for bad JSON or a repeated key.
@@ -94,12 +95,17 @@ impl<'de> Visitor<'de> for Unique {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             let value = map.next_value_seed(Unique)?;
-            if out.contains_key(&key) {
-                return Err(de::Error::custom(format_args!(
-                    "the key {key:?} is given twice in one object"
-                )));
+            match out.entry(key) {
+                Entry::Vacant(slot) => {
+                    slot.insert(value);
+                }
+                Entry::Occupied(held) => {
+                    return Err(de::Error::custom(format_args!(
+                        "the key {:?} is given twice in one object",
+                        held.key()
+                    )));
+                }
             }
-            out.insert(key, value);
         }
         Ok(Value::Object(out))
     }

@@ -214,8 +214,7 @@ async fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
         agent: agent_slug(client),
         revision,
         principal: conn.caller.as_ref().map(Principal::of),
-        run_id: None,
-        run_checked: None,
+        run: None,
     };
     let id = mcp.sessions.open(session.clone());
     conn.session_id = Some(id);

@@ -27,9 +27,23 @@ pub struct Session {
     /// to it ([`Session::held_by`]).
     pub principal: Option<Principal>,
     /// Its implicit run, once a run-scoped call began it.
-    pub run_id: Option<String>,
-    /// When this process last found that run open in the store.
-    pub run_checked: Option<Instant>,
+    pub run: Option<SessionRun>,
+}
+
+/// A session's implicit run, as this process last found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionRun {
+    /// The run id.
+    pub id: String,
+    /// When the store last showed it open.
+    pub checked: Instant,
+}
+
+impl Session {
+    /// Its implicit run's id, if it has one.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run.as_ref().map(|r| r.id.as_str())
+    }
 }
 
 /// Who opened a session: its token's org and subject. Subjects are named
@@ -119,8 +133,10 @@ impl Sessions {
             .0
             .get_mut(id)
         {
-            s.run_id = Some(run_id.to_owned());
-            s.run_checked = Some(Instant::now());
+            s.run = Some(SessionRun {
+                id: run_id.to_owned(),
+                checked: Instant::now(),
+            });
         }
     }
 
@@ -128,9 +144,8 @@ impl Sessions {
     pub fn forget_runs(&self, closed: &[String]) {
         let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         for s in guard.0.values_mut() {
-            if s.run_id.as_ref().is_some_and(|r| closed.contains(r)) {
-                s.run_id = None;
-                s.run_checked = None;
+            if s.run.as_ref().is_some_and(|r| closed.contains(&r.id)) {
+                s.run = None;
             }
         }
     }
@@ -189,8 +204,7 @@ mod tests {
             agent: agent.into(),
             revision: Revision::V2025_11_25,
             principal: None,
-            run_id: None,
-            run_checked: None,
+            run: None,
         }
     }
 
@@ -226,8 +240,8 @@ mod tests {
         s.set_run(&a, "run-a");
         s.set_run(&b, "run-b");
         s.forget_runs(&["run-a".to_owned()]);
-        assert_eq!(s.get(&a).unwrap().run_id, None);
-        assert_eq!(s.get(&b).unwrap().run_id.as_deref(), Some("run-b"));
+        assert_eq!(s.get(&a).unwrap().run_id(), None);
+        assert_eq!(s.get(&b).unwrap().run_id(), Some("run-b"));
     }
 
     #[test]

@@ -353,10 +353,10 @@ async fn session_run(mcp: &Mcp, conn: &Connection) -> Option<String> {
     // store says whether it still is (another replica may have closed it),
     // and a new one is begun when it is not.
     if let Some(s) = mcp.sessions.get(session_id)
-        && let (Some(run_id), Some(checked)) = (s.run_id, s.run_checked)
-        && checked.elapsed() < mcp.app.config.mcp.run_recheck()
+        && let Some(run) = s.run
+        && run.checked.elapsed() < mcp.app.config.mcp.run_recheck()
     {
-        return Some(run_id);
+        return Some(run.id);
     }
     let ws = super::methods::workspace(conn);
     let subject = conn
