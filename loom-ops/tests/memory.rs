@@ -2032,6 +2032,16 @@ async fn a_lock_removes_the_expiry_and_a_set_after_a_delete_starts_afresh() {
         )
         .await
         .unwrap();
+        // Recalls of the memory about to be deleted, one written and one
+        // still queued when it is set again.
+        let first = h
+            .call("memory.get", json!({"memory_key": "again"}))
+            .await
+            .unwrap();
+        h.flush_usage().await;
+        h.call("memory.get", json!({"memory_key": "again"}))
+            .await
+            .unwrap();
         h.call("memory.delete", json!({"memory_key": "again"}))
             .await
             .unwrap();
@@ -2060,6 +2070,18 @@ async fn a_lock_removes_the_expiry_and_a_set_after_a_delete_starts_afresh() {
         assert!(
             got.get("expires_at").is_none_or(Value::is_null),
             "{n}: {got}"
+        );
+        assert_eq!(got["recall_count"], 1, "{n}: its own recall only: {got}");
+        let created = |v: &Value| v["created_at"].as_str().unwrap().to_owned();
+        assert!(created(&got) > created(&first), "{n}: {first} then {got}");
+        h.flush_usage().await;
+        let got = h
+            .call("memory.get", json!({"memory_key": "again"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            got["recall_count"], 2,
+            "{n}: the deleted one's recalls stay with it: {got}"
         );
     }
 }

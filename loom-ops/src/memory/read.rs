@@ -8,7 +8,7 @@ use super::model::{
 };
 use super::rank::{self, SearchFilter};
 use super::store::{self as sql, ListFilter, Row, VersionRow};
-use super::usage::{self, Served, UsageLog};
+use super::usage::{self, Recalled, Served, UsageLog};
 use super::validate::{self, invalid, labels_from_json};
 use super::write::not_found;
 use crate::scope::{require_namespace, require_namespace_in};
@@ -204,7 +204,11 @@ pub async fn get(store: &Store, cx: &OpCx, input: MemoryGet) -> OpResult<MemoryG
             // The recall count ranks results, so a read that records no usage
             // leaves it; who was served which row is still recorded.
             let recall = cx.records_usage();
-            let mut serving = Served::new(cx, row.coordinates(), now, recall.then_some(memory_id));
+            let recalled = Recalled {
+                id: memory_id,
+                born_ms: row.created_ms,
+            };
+            let mut serving = Served::new(cx, row.coordinates(), now, recall.then_some(recalled));
             if recall {
                 // The answer counts this recall; the stored count catches up
                 // when the usage log writes it.

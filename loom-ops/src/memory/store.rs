@@ -549,7 +549,9 @@ fn insert_args<'q, B: Bind<'q>>(query: B, row: &'q Row) -> B {
 }
 
 /// [`save`]'s change of the row, by [`save_args`]' parameters; the run is
-/// `$18`, as in [`INSERT_VALUES`]. On SQLite it also keeps the row's size
+/// `$18`, as in [`INSERT_VALUES`]. A row written over while deleted or
+/// expired (at `$11`, the write's time) is a new memory: its recalls and
+/// its creation start again with it. On SQLite it also keeps the row's size
 /// for search ([`SQLITE_INSERT_SIZE`]), counted again only when the text
 /// changes (or was never counted): a pin or a lock keeps it. `more` sets
 /// further columns (`, column = value`).
@@ -564,10 +566,21 @@ fn update_sql(backend: Backend, more: &str) -> String {
     format!(
         "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, \
          content_hash = $5, version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, \
-         updated_ms = $11, run_id = $18{size}{more} \
+         updated_ms = $11, run_id = $18, {REVIVED}{size}{more} \
          WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16"
     )
 }
+
+/// [`update_sql`]'s columns that start again when the row written over
+/// was dead (SQLite and PostgreSQL both read the old row's values on the
+/// right of `SET`). Its creation is the write's time, and always later
+/// than the dead one's: `created_ms` tells the two memories' recalls
+/// apart ([`same_life`]), even two made in one millisecond.
+const REVIVED: &str = "\
+    recall_count = CASE WHEN deleted = 1 OR expires_ms <= $11 THEN 0 ELSE recall_count END, \
+    last_recall_ms = CASE WHEN deleted = 1 OR expires_ms <= $11 THEN NULL ELSE last_recall_ms END, \
+    created_ms = CASE WHEN deleted = 1 OR expires_ms <= $11 \
+      THEN CASE WHEN $11 > created_ms THEN $11 ELSE created_ms + 1 END ELSE created_ms END";
 
 /// The row at its new version, by [`save_args`]' parameters.
 const UPDATED: &str =
@@ -964,8 +977,9 @@ pub async fn insert_exposures(conn: &mut AnyConnection, served: &[Served]) -> Op
     .await
 }
 
-/// One row's recalls: its `id`, its coordinates, how many, the latest.
-pub type Recall<'a> = (i64, (&'a str, &'a str, &'a str, &'a str), i64, i64);
+/// One row's recalls: its `id`, its coordinates, when it was created, how
+/// many, the latest.
+pub type Recall<'a> = (i64, (&'a str, &'a str, &'a str, &'a str), i64, i64, i64);
 
 /// A `memory_exposures` row's columns, as both writes of the usage log
 /// bind them.
@@ -980,6 +994,13 @@ fn add_recall(n: &str, last_ms: &str) -> String {
          last_recall_ms = CASE WHEN memories.last_recall_ms IS NULL OR memories.last_recall_ms < {last_ms} \
            THEN {last_ms} ELSE memories.last_recall_ms END"
     )
+}
+
+/// The row recalled, created at `born_ms`, is still the one stored: a
+/// memory set again after a delete is created anew ([`REVIVED`]), and the
+/// recalls of the deleted one still queued then are not its own.
+fn same_life(born_ms: &str) -> String {
+    format!("memories.created_ms = {born_ms}")
 }
 
 /// How an exposure count is added to the one stored.
@@ -1049,14 +1070,15 @@ pub(crate) fn write_usage_direct(
     static RECALL: LazyLock<String> = LazyLock::new(|| {
         format!(
             "UPDATE memories SET {} WHERE id = ?1 AND org = ?2 AND namespace = ?3 \
-             AND agent = ?4 AND memory_key = ?5",
-            add_recall("?6", "?7")
+             AND agent = ?4 AND memory_key = ?5 AND {}",
+            add_recall("?7", "?8"),
+            same_life("?6")
         )
     });
     let mut recall = conn.prepare_cached(&RECALL)?;
-    for (id, (org, namespace, agent, key), n, last_ms) in recalls {
+    for (id, (org, namespace, agent, key), born_ms, n, last_ms) in recalls {
         recall.execute(rusqlite::params![
-            id, org, namespace, agent, key, n, last_ms
+            id, org, namespace, agent, key, born_ms, n, last_ms
         ])?;
     }
     Ok(served.len())
@@ -1080,21 +1102,23 @@ pub async fn add_recalls(conn: &mut AnyConnection, recalls: &[Recall<'_>]) -> Op
     crate::store::execute_chunked(
         conn,
         recalls,
-        7,
+        8,
         |values| {
             format!(
-                "WITH v (id, org, namespace, agent, memory_key, n, last_ms) AS (VALUES {values}) \
+                "WITH v (id, org, namespace, agent, memory_key, born_ms, n, last_ms) AS (VALUES {values}) \
                  UPDATE memories SET {} FROM v WHERE {by_id}memories.org = v.org AND memories.namespace = v.namespace \
-                 AND memories.agent = v.agent AND memories.memory_key = v.memory_key",
-                add_recall("v.n", "v.last_ms")
+                 AND memories.agent = v.agent AND memories.memory_key = v.memory_key AND {}",
+                add_recall("v.n", "v.last_ms"),
+                same_life("v.born_ms")
             )
         },
-        |q, (id, (org, namespace, agent, key), count, last_ms)| {
+        |q, (id, (org, namespace, agent, key), born_ms, count, last_ms)| {
             q.bind(*id)
                 .bind(*org)
                 .bind(*namespace)
                 .bind(*agent)
                 .bind(*key)
+                .bind(*born_ms)
                 .bind(*count)
                 .bind(*last_ms)
         },

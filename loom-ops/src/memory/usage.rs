@@ -67,6 +67,10 @@ pub struct Served {
     pub answered_recalls: i64,
     /// With `recall`: the row's `id` (0 without).
     pub memory_id: i64,
+    /// With `recall`: when the row was created (0 without). A key set again
+    /// after a delete is a new memory with its own count: the recalls
+    /// queued of the deleted one are not answered for it.
+    pub born_ms: i64,
     /// With `recall`: where [`QueuedRecalls`] filed it, once queued.
     slot: u64,
 }
@@ -79,7 +83,7 @@ impl Served {
         cx: &OpCx,
         (namespace, agent, key, version): (&str, &str, &str, i64),
         at_ms: i64,
-        recall_of: Option<i64>,
+        recall_of: Option<Recalled>,
     ) -> Served {
         Served {
             org: cx.scope.org.clone(),
@@ -95,10 +99,20 @@ impl Served {
             at_ms,
             recall: recall_of.is_some(),
             answered_recalls: 0,
-            memory_id: recall_of.unwrap_or(0),
+            memory_id: recall_of.map_or(0, |r| r.id),
+            born_ms: recall_of.map_or(0, |r| r.born_ms),
             slot: 0,
         }
     }
+}
+
+/// The row a serving also recalls: its `id` and when it was created.
+#[derive(Clone, Copy, Debug)]
+pub struct Recalled {
+    /// The row's `id`.
+    pub id: i64,
+    /// The row's `created_ms`.
+    pub born_ms: i64,
 }
 
 /// The writer reads queue their servings on; a service in `OpCx`. Cheap
@@ -170,6 +184,7 @@ struct RecallBy<'a> {
     namespace: &'a str,
     agent: &'a str,
     memory_key: &'a str,
+    born_ms: i64,
     subject: &'a str,
     served_to: &'a str,
 }
@@ -181,6 +196,7 @@ impl<'a> RecallBy<'a> {
             namespace: &row.namespace,
             agent: &row.agent,
             memory_key: &row.memory_key,
+            born_ms: row.created_ms,
             subject: &cx.caller.subject,
             served_to: &cx.scope.agent,
         }
@@ -192,6 +208,7 @@ impl<'a> RecallBy<'a> {
             namespace: &s.namespace,
             agent: &s.agent,
             memory_key: &s.memory_key,
+            born_ms: s.born_ms,
             subject: &s.subject,
             served_to: &s.served_to,
         }
@@ -281,8 +298,9 @@ struct Sink {
 /// Where a row's recalls are filed while held: its `id` first on SQLite
 /// (0 on PostgreSQL, whose rows are then in key order, so two writers
 /// lock them in the same order), then its coordinates (org, namespace,
-/// agent, key).
-type RowAt = (i64, Packed<4>);
+/// agent, key), then when it was created: a key set again after a delete
+/// is another memory, whose recalls are its own.
+type RowAt = (i64, Packed<4>, i64);
 
 /// A row's exposures to one calling agent: (org, namespace, agent, key,
 /// served_to), the key of `memory_exposure_counts`.
@@ -345,9 +363,9 @@ impl Slice {
     fn recalls(&self) -> Vec<sql::Recall<'_>> {
         self.recalls
             .iter()
-            .map(|((id, at), row)| {
+            .map(|((id, at, born_ms), row)| {
                 let [o, n, a, k] = at.parts();
-                (*id, (o, n, a, k), row.n, row.last_ms)
+                (*id, (o, n, a, k), *born_ms, row.n, row.last_ms)
             })
             .collect()
     }
@@ -373,9 +391,9 @@ impl Held {
                 .at(Packed::new([org, namespace, agent, key, &s.served_to])) += 1;
             if s.recall {
                 let id = if by_id { s.memory_id } else { 0 };
-                let row = self
-                    .recalls
-                    .at((id, Packed::new([org, namespace, agent, key])));
+                let row =
+                    self.recalls
+                        .at((id, Packed::new([org, namespace, agent, key]), s.born_ms));
                 row.n += 1;
                 row.last_ms = row.last_ms.max(s.at_ms);
                 row.slots.push(s.slot);
@@ -525,6 +543,7 @@ mod tests {
             recall: true,
             answered_recalls: id,
             memory_id: id,
+            born_ms: 0,
             slot: 0,
         }
     }
@@ -536,7 +555,7 @@ mod tests {
     }
 
     fn ids(slice: &Slice) -> Vec<i64> {
-        slice.recalls.iter().map(|((id, _), _)| *id).collect()
+        slice.recalls.iter().map(|((id, _, _), _)| *id).collect()
     }
 
     fn keys(slice: &Slice) -> Vec<(&str, i64)> {
