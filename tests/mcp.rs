@@ -841,6 +841,23 @@ async fn errors_are_results_the_model_can_act_on() {
             .await;
         assert_eq!(r["structuredContent"]["code"], "UNKNOWN_ARGUMENT", "{r}");
         assert_eq!(t.count("SELECT COUNT(*) FROM memories").await, 0);
+        // the example of an op that previews previews, and runs as it is:
+        // a filter sent wrong gets one that names something
+        let r = c
+            .call(
+                "loom_memory_apply",
+                json!({"action": "delete", "filter": {"kind": 5}}),
+            )
+            .await;
+        let example = r["structuredContent"]["example"].clone();
+        assert_eq!(
+            example,
+            json!({"action": "delete", "filter": {"key_prefix": "drafts/"}, "dry_run": true}),
+            "{r}"
+        );
+        let r = c.call("loom_memory_apply", example).await;
+        assert_eq!(r["isError"], false, "{r}");
+        assert_eq!(r["structuredContent"]["dry_run"], true, "{r}");
         // hidden ops are not served; search.query is only loom_search
         let r = c.call("loom_memory_search", json!({"query": "x"})).await;
         assert_eq!(r["structuredContent"]["code"], "OP_NOT_ON_MCP");

@@ -294,11 +294,25 @@ impl Validator {
 
     /// One corrected call: what the caller sent that is valid, unknown keys
     /// renamed to their suggestion, and every missing required field filled
-    /// from the schema's example or a placeholder of its type.
+    /// from the schema's example or a placeholder of its type. An op that
+    /// can preview its change (a `dry_run` argument) is shown previewing:
+    /// a model that copies the example as it is sees what would change (a
+    /// required choice filled in may be `delete`) before anything does.
     pub fn example(&self, args: &Value) -> Value {
-        corrected(&self.schema, args)
+        let mut example = corrected(&self.schema, args);
+        let previews = object_schemas(&self.schema)
+            .first()
+            .is_some_and(|obj| schema::properties(obj).any(|(k, _)| k == DRY_RUN));
+        if previews && let Value::Object(fields) = &mut example {
+            fields.insert(DRY_RUN.into(), Value::Bool(true));
+        }
+        example
     }
 }
+
+/// The argument by which an op reports what it would change without
+/// changing it.
+const DRY_RUN: &str = "dry_run";
 
 fn list_or_none(items: &[String]) -> String {
     if items.is_empty() {
@@ -1096,6 +1110,22 @@ mod tests {
     }
 
     #[test]
+    fn an_op_that_previews_is_shown_previewing() {
+        let v = validator::<Apply>();
+        for args in [
+            json!({"filter": {"key_prefix": "p"}}),
+            json!({"action": "delete", "filter": {"key_prefix": "p"}, "dry_run": false, "x": 1}),
+        ] {
+            let err = v.check("memory.apply", &args, false).unwrap_err();
+            let example = &err.detail()["example"];
+            assert_eq!(example["dry_run"], true, "{args}: {example}");
+            assert_eq!(example["filter"], json!({"key_prefix": "p"}), "{args}");
+        }
+        let get = validator::<Get>().example(&json!({}));
+        assert!(get.get("dry_run").is_none(), "{get}");
+    }
+
+    #[test]
     fn a_nul_in_any_string_or_key_is_a_field_error() {
         let v = validator::<Apply>();
         let args =
@@ -1252,7 +1282,7 @@ mod tests {
         );
         assert_eq!(
             err.detail()["example"],
-            json!({"action": "x", "filter": {"key_prefix": "a"}})
+            json!({"action": "x", "filter": {"key_prefix": "a"}, "dry_run": true})
         );
     }
 

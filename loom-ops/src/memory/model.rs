@@ -374,7 +374,9 @@ pub struct ApplyFilter {
 pub struct MemoryApply {
     /// delete, expire, lock, label or demote.
     pub action: ApplyAction,
-    /// Which memories.
+    /// Which memories: at least one of labels, key_prefix, kind or
+    /// updated_before.
+    #[schemars(example = serde_json::json!({"key_prefix": "drafts/"}))]
     pub filter: ApplyFilter,
     /// For action label: the labels to add.
     pub labels: Option<Vec<String>>,

@@ -241,9 +241,14 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
         // The answer waits for the row while the call's budget lasts, not
         // longer: with the store's file locked by another program, a
         // refusal (BACKEND_TIMEOUT, a cancelled call) would wait out the
-        // lock. The row is then written when the store takes it; shutdown
-        // waits for it as for a call.
-        let wait = if status == ErrorCode::Cancelled.status() {
+        // lock. A call the store already did not answer in time (its MCP
+        // session's run not begun, say) or one cancelled does not wait. The
+        // row is then written when the store takes it; shutdown waits for
+        // it as for a call.
+        let gone = result
+            .as_ref()
+            .is_err_and(|e| matches!(e.code(), ErrorCode::Cancelled | ErrorCode::BackendTimeout));
+        let wait = if gone {
             Duration::ZERO
         } else {
             op.budget.saturating_sub(started.elapsed())
@@ -534,7 +539,7 @@ fn cancelled(op: &Op) -> LoomError {
 }
 
 /// The refusal of a call whose store did not answer within the op's budget.
-fn over_budget(op: &Op) -> LoomError {
+pub(crate) fn over_budget(op: &Op) -> LoomError {
     LoomError::new(
         ErrorCode::BackendTimeout,
         format!(

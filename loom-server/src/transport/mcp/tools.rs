@@ -323,14 +323,30 @@ async fn call_op(
     args: Value,
     idempotency_key: Option<String>,
 ) -> Result<Output, LoomError> {
+    // Beginning the session's run is a write: with the store locked by
+    // another program it waits within the op's budget, as the op would. A
+    // read then goes on without the run (it is labelled with it, not
+    // filtered by it); a change is refused as its own write would be, and
+    // the session's next call begins the run.
+    let mut refuse = None;
     let run_id = if op.meta.run_scoped {
-        session_run(mcp, conn).await
+        match tokio::time::timeout(op.budget, session_run(mcp, conn)).await {
+            Ok(run_id) => run_id,
+            Err(_) => {
+                tracing::warn!(op = %op.name, "session run not begun within the call's budget");
+                if !op.read_only() {
+                    refuse = Some(pipeline::over_budget(op));
+                }
+                None
+            }
+        }
     } else {
         None
     };
     let mut request = CallRequest {
         idempotency_key,
         run_id,
+        refuse,
         ..call_request(conn, op, args)
     };
     request.policy.rate_limit_wait = mcp.app.config.mcp.ratelimit_retry_max_wait;
