@@ -841,6 +841,20 @@ async fn errors_are_results_the_model_can_act_on() {
             .await;
         assert_eq!(r["structuredContent"]["code"], "UNKNOWN_ARGUMENT", "{r}");
         assert_eq!(t.count("SELECT COUNT(*) FROM memories").await, 0);
+        // so is a near miss of the idempotency key MCP takes out
+        let r = c
+            .call(
+                "loom_memory_set",
+                json!({"memory_key": "x", "content": "y", "_idempotency_kye": "k1"}),
+            )
+            .await;
+        assert_eq!(r["structuredContent"]["code"], "UNKNOWN_ARGUMENT", "{r}");
+        assert_eq!(
+            r["structuredContent"]["did_you_mean"],
+            json!({"_idempotency_kye": "_idempotency_key"}),
+            "{r}"
+        );
+        assert_eq!(t.count("SELECT COUNT(*) FROM memories").await, 0);
         // the example of an op that previews previews, and runs as it is:
         // a filter sent wrong gets one that names something
         let r = c

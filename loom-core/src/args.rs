@@ -230,6 +230,33 @@ impl Validator {
         self.invalid(op, args, errors, Vec::new())
     }
 
+    /// The refusal of a state-changing call that sent a top-level key the
+    /// op does not take where it most likely meant one of `extra`,
+    /// arguments its transport takes out before the check (MCP's
+    /// `_idempotency_key`): `UNKNOWN_ARGUMENT`, as for a near miss of one
+    /// of the op's own arguments.
+    pub fn near_miss_of(
+        &self,
+        op: &str,
+        args: &Map<String, Value>,
+        extra: &[&str],
+    ) -> Option<LoomError> {
+        let takes = |key: &str| {
+            self.top
+                .as_ref()
+                .is_some_and(|t| t.open || t.fields.iter().any(|f| f == key))
+                || SERVER_FILLED.contains(&key)
+        };
+        let unknown = args.keys().filter(|k| !takes(k)).find_map(|k| {
+            let meant = *closest(k, extra.iter().copied(), 1).first()?;
+            Some(Unknown {
+                path: k.clone(),
+                suggestion: Some(meant.to_owned()),
+            })
+        })?;
+        Some(self.unknown_argument(op, &[&unknown]))
+    }
+
     fn unknown_argument(&self, op: &str, near: &[&Unknown]) -> LoomError {
         let mut did_you_mean = Map::new();
         let mut parts = Vec::new();

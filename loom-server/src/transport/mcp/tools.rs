@@ -281,6 +281,14 @@ fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomEr
             }
         }
     }
+    // A near miss of the key a change takes is refused as one of its own
+    // arguments would be (nothing written), not as a key nothing resembles.
+    if op.meta.idempotent
+        && !op.read_only()
+        && let Some(refusal) = validator.near_miss_of(&op.name, &map, names)
+    {
+        return Err(refusal);
+    }
     let explain = if op.takes_explain {
         map.get("explain").and_then(Value::as_bool).unwrap_or(false)
     } else {
@@ -323,17 +331,14 @@ async fn call_op(
     args: Value,
     idempotency_key: Option<String>,
 ) -> Result<Output, LoomError> {
-    // Beginning the session's run is a write: with the store locked by
-    // another program it waits within the op's budget, as the op would. A
-    // read then goes on without the run (it is labelled with it, not
-    // filtered by it); a change is refused as its own write would be, and
-    // the session's next call begins the run.
     let mut refuse = None;
     let run_id = if op.meta.run_scoped {
-        match tokio::time::timeout(op.budget, session_run(mcp, conn)).await {
-            Ok(run_id) => run_id,
-            Err(_) => {
-                tracing::warn!(op = %op.name, "session run not begun within the call's budget");
+        match session_run(mcp, conn, op).await {
+            SessionRun::Found(run_id) => run_id,
+            // A read goes on without the run (it is labelled with it, not
+            // filtered by it); a change is refused as its own write would
+            // be, and the session's next call begins the run.
+            SessionRun::OverBudget => {
                 if !op.read_only() {
                     refuse = Some(pipeline::over_budget(op));
                 }
@@ -355,15 +360,23 @@ async fn call_op(
         .result
 }
 
+/// What a call finds of its session's run.
+enum SessionRun {
+    /// The run's id; none without a session, on the assistant toolset, or
+    /// when it could not be begun (logged).
+    Found(Option<String>),
+    /// Beginning it did not finish within the op's budget.
+    OverBudget,
+}
+
 /// The session's implicit run, begun by its first run-scoped call: one per
 /// (org, token subject, session), filed in the caller's default namespace.
-/// None without a session, and on the assistant toolset.
-async fn session_run(mcp: &Mcp, conn: &Connection) -> Option<String> {
+async fn session_run(mcp: &Mcp, conn: &Connection, op: &Op) -> SessionRun {
     let (Some(session_id), Some(session)) = (&conn.session_id, &conn.session) else {
-        return None;
+        return SessionRun::Found(None);
     };
     if conn.listing == Listing::Assistant {
-        return None;
+        return SessionRun::Found(None);
     }
     // The run this process found open a moment ago; past `run_recheck` the
     // store says whether it still is (another replica may have closed it),
@@ -372,7 +385,7 @@ async fn session_run(mcp: &Mcp, conn: &Connection) -> Option<String> {
         && let Some(run) = s.run
         && run.checked.elapsed() < mcp.app.config.mcp.run_recheck()
     {
-        return Some(run.id);
+        return SessionRun::Found(Some(run.id));
     }
     let ws = super::methods::workspace(conn);
     let subject = conn
@@ -386,7 +399,13 @@ async fn session_run(mcp: &Mcp, conn: &Connection) -> Option<String> {
         agent: &session.agent,
         session_id,
     };
-    match mcp.app.store.session_run(&key).await {
+    // Beginning it is a write: with the store locked by another program it
+    // waits within the op's budget, as the op would.
+    let Ok(begun) = tokio::time::timeout(op.budget, mcp.app.store.session_run(&key)).await else {
+        tracing::warn!(op = %op.name, "session run not begun within the call's budget");
+        return SessionRun::OverBudget;
+    };
+    SessionRun::Found(match begun {
         Ok(Some(run_id)) => {
             mcp.sessions.set_run(session_id, &run_id);
             Some(run_id)
@@ -406,7 +425,7 @@ async fn session_run(mcp: &Mcp, conn: &Connection) -> Option<String> {
             );
             None
         }
-    }
+    })
 }
 
 /// `loom_search`: `search.query` with lenient options and a text summary.
