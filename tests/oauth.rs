@@ -326,7 +326,12 @@ async fn discovery_documents_come_from_the_configured_issuer() {
             assert_eq!(a.status, 401, "{n}");
             assert_eq!(
                 a.header("www-authenticate"),
-                Some(format!("Bearer realm=\"loom\", resource_metadata=\"{metadata}\"").as_str()),
+                Some(
+                    format!(
+                        "Bearer realm=\"loom\", resource_metadata=\"{metadata}\", scope=\"loom\""
+                    )
+                    .as_str()
+                ),
                 "{n}"
             );
         }
@@ -346,7 +351,7 @@ async fn discovery_documents_come_from_the_configured_issuer() {
                 a.header("www-authenticate"),
                 Some(
                     format!(
-                        "Bearer realm=\"loom\", error=\"invalid_token\", resource_metadata=\"{metadata}\""
+                        "Bearer realm=\"loom\", error=\"invalid_token\", resource_metadata=\"{metadata}\", scope=\"loom\""
                     )
                     .as_str()
                 ),
@@ -396,6 +401,45 @@ async fn a_non_loopback_http_issuer_refuses_to_start() {
     };
     let e = loom_server::spawn(config).await.unwrap_err();
     assert!(e.contains("LOOM_OAUTH_ISSUER"), "{e}");
+}
+
+/// Credentials go only to a host the server serves: a request naming
+/// another (a server bound beyond loopback reached by its address, a
+/// rebound DNS name) is refused before any page or token is served.
+#[tokio::test]
+async fn sign_in_and_token_routes_answer_only_hosts_the_server_serves() {
+    for t in servers(oauth_on).await {
+        let n = t.name();
+        let base = t.url();
+        let client_id = register_client(&t, "guarded", REDIRECT).await;
+        let challenge = challenge(&"v".repeat(43));
+        let authorize = authorize_url(&t, &standard(&client_id, &challenge));
+        for (what, request) in [
+            (
+                "register",
+                t.client
+                    .post(format!("{base}/oauth/register"))
+                    .json(&serde_json::json!({"redirect_uris": [REDIRECT]})),
+            ),
+            ("authorize", t.client.get(&authorize)),
+            (
+                "token",
+                t.client.post(format!("{base}/oauth/token")).form(&[
+                    ("grant_type", "authorization_code"),
+                    ("code", "x"),
+                    ("client_id", client_id.as_str()),
+                ]),
+            ),
+        ] {
+            let a = t.send(request.header("host", "192.0.2.2:8080")).await;
+            assert_eq!(a.status, 403, "{n} {what}: {}", a.text);
+            assert_eq!(a.body["error"], "invalid_request", "{n} {what}");
+        }
+        // the same page on the server's own host is served
+        let a = t.send(t.client.get(&authorize)).await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        t.server.shutdown().await;
+    }
 }
 
 #[tokio::test]
@@ -915,6 +959,20 @@ async fn token_endpoint_refusals() {
         )
         .await;
         assert_eq!(a.body["error"], "invalid_grant", "{n}: redirect_uri");
+        // Left out, redirect_uri is not checked: the code is bound to its
+        // client and its PKCE challenge.
+        let code = code_for(&t, &client_id, "ana").await;
+        let a = token_call(
+            &t,
+            &[
+                ("grant_type", "authorization_code"),
+                ("code", &code),
+                ("client_id", &client_id),
+                ("code_verifier", VERIFIER),
+            ],
+        )
+        .await;
+        assert_eq!(a.status, 200, "{n}: no redirect_uri: {}", a.text);
         let code = code_for(&t, &client_id, "ana").await;
         let a = exchange_with(&t, &client_id, &code, REDIRECT, None).await;
         assert_eq!(a.body["error"], "invalid_request", "{n}: no verifier");

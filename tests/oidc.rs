@@ -454,10 +454,13 @@ async fn a_replayed_nonce_is_refused() {
 #[tokio::test]
 async fn an_id_token_with_a_wrong_claim_or_key_is_refused() {
     let Some(python) = python() else { return };
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--tamper", "aud=\"someone-else\""], "audience"),
         (&["--tamper", "iss=\"http://127.0.0.1:1\""], "issuer"),
         (&["--tamper", "exp=1000000000"], "expired"),
+        // 2100-01-01: not valid yet, or issued in the future
+        (&["--tamper", "nbf=4102444800"], "not valid yet"),
+        (&["--tamper", "iat=4102444800"], "issued in the future"),
         (&["--foreign-key"], "signature"),
     ];
     for (args, says) in cases {

@@ -99,8 +99,13 @@ impl OAuth {
         // issuer): a client checks that the metadata's `resource` is the URL
         // it asked (RFC 9728 §3.3).
         let root_metadata_url = format!("{issuer}/.well-known/oauth-protected-resource");
+        // The scope a token needs is named too (MCP 2025-11-25: SHOULD), so
+        // a client asks for it without reading the metadata first.
         let leak = |challenge: &str, url: &str| -> &'static str {
-            Box::leak(format!("{challenge}, resource_metadata=\"{url}\"").into_boxed_str())
+            Box::leak(
+                format!("{challenge}, resource_metadata=\"{url}\", scope=\"{SCOPE}\"")
+                    .into_boxed_str(),
+            )
         };
         let challenges = [
             [
@@ -238,7 +243,9 @@ pub fn routes(app: Arc<App>) -> Router {
     if app.oauth.is_none() {
         return Router::new();
     }
-    Router::new()
+    // Discovery is public and names only the configured issuer, whatever
+    // the request's Host; the routes that take credentials are guarded.
+    let discovery = Router::new()
         .route(
             "/.well-known/oauth-authorization-server",
             get(metadata::authorization_server),
@@ -250,7 +257,8 @@ pub fn routes(app: Arc<App>) -> Router {
         .route(
             "/.well-known/oauth-protected-resource/mcp",
             get(metadata::protected_resource_mcp),
-        )
+        );
+    Router::new()
         .route("/oauth/register", post(register::register))
         .route("/oauth/authorize", get(authorize::start))
         .route("/oauth/authorize/login", post(authorize::login))
@@ -260,7 +268,36 @@ pub fn routes(app: Arc<App>) -> Router {
         )
         .route("/oauth/oidc/callback", get(oidc_signin::callback))
         .route("/oauth/token", post(token::token))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            served_host,
+        ))
+        .merge(discovery)
         .with_state(app)
+}
+
+/// The sign-in, registration and token routes answer only a `Host` the
+/// server serves, as `/mcp` does ([`crate::transport::guard`]): the
+/// issuer's, a loopback one or one of `LOOM_MCP_ALLOWED_HOSTS`. A server
+/// bound beyond loopback with an `http://` loopback issuer (a container's
+/// port mapped to the host's loopback) otherwise served its password page
+/// in clear text to any address that reached it, and a rebound DNS name
+/// could read it. `Origin` is not checked here: the sign-in page's own
+/// forms carry `Origin: null` (the page sends no referrer), and its posts
+/// are held to the browser that began the sign-in by their CSRF value.
+async fn served_host(
+    axum::extract::State(app): axum::extract::State<Arc<App>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if app.guard.admits_host(request.headers()) {
+        return next.run(request).await;
+    }
+    let body = serde_json::json!({
+        "error": "invalid_request",
+        "error_description": crate::transport::guard::REFUSAL,
+    });
+    (StatusCode::FORBIDDEN, axum::Json(body)).into_response()
 }
 
 /// `n` random bytes as unpadded base64url.

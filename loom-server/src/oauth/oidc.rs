@@ -14,7 +14,8 @@
 //!   asymmetric algorithm (never `none` or an HMAC one, which a provider's
 //!   public keys cannot check), its `iss` is the issuer, its `aud` holds
 //!   Loom's client id (and `azp` names it when `aud` holds several), it has
-//!   not expired (60 s of leeway), and its `nonce` is the one sent.
+//!   not expired, is not used before its `nbf` nor issued (`iat`) in the
+//!   future (60 s of leeway each way), and its `nonce` is the one sent.
 
 use std::time::{Duration, Instant};
 
@@ -184,6 +185,10 @@ struct ErrorAnswer {
     error: String,
 }
 
+/// How far an id_token's times may be off the server's clock: the
+/// provider's clock and Loom's may differ a little.
+const ID_TOKEN_LEEWAY_SECS: u64 = 60;
+
 #[derive(Deserialize)]
 struct IdClaims {
     sub: String,
@@ -197,6 +202,10 @@ struct IdClaims {
     email: Option<String>,
     #[serde(default)]
     email_verified: Option<serde_json::Value>,
+    /// When it was issued (seconds since the epoch); `nbf` and `exp` are
+    /// checked by the decoder.
+    #[serde(default)]
+    iat: Option<i64>,
 }
 
 /// Who the provider says signed in.
@@ -454,7 +463,8 @@ impl Provider {
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.client_id]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        validation.leeway = 60;
+        validation.leeway = ID_TOKEN_LEEWAY_SECS;
+        validation.validate_nbf = true;
         let claims = jsonwebtoken::decode::<IdClaims>(id_token, &decoding, &validation)
             .map_err(|err| {
                 use jsonwebtoken::errors::ErrorKind;
@@ -462,11 +472,19 @@ impl Provider {
                     ErrorKind::InvalidAudience => "its audience is not Loom's client id".into(),
                     ErrorKind::InvalidIssuer => "its issuer is not the configured provider".into(),
                     ErrorKind::ExpiredSignature => "it has expired".into(),
+                    ErrorKind::ImmatureSignature => "it is not valid yet (nbf)".into(),
                     ErrorKind::InvalidSignature => "its signature does not verify".into(),
                     _ => err.to_string(),
                 })
             })?
             .claims;
+        let now = i64::try_from(jsonwebtoken::get_current_timestamp()).unwrap_or(i64::MAX);
+        if claims
+            .iat
+            .is_some_and(|iat| iat > now.saturating_add(ID_TOKEN_LEEWAY_SECS.cast_signed()))
+        {
+            return Err(bad("it was issued in the future (iat)".into()));
+        }
         if let serde_json::Value::Array(auds) = &claims.aud
             && auds.len() > 1
             && claims.azp.as_deref() != Some(self.client_id.as_str())

@@ -262,15 +262,22 @@ impl<'a> LoopbackUri<'a> {
         }
         let end = after.find(['/', '?']).unwrap_or(after.len());
         let (authority, rest) = after.split_at(end);
-        // The host, and a port of digits (or none) after the last colon
-        // outside an IPv6 literal's brackets.
-        let (host, port) = match authority.rfind(':') {
-            Some(i) if !authority[i..].contains(']') => (&authority[..i], &authority[i + 1..]),
-            _ => (authority, ""),
+        // The host, and a port after the last colon outside an IPv6
+        // literal's brackets, written as a port is: 1 to 65535, without a
+        // leading zero (not `:`, `:01234` nor `:99999`).
+        let host = match authority.rfind(':') {
+            Some(i) if !authority[i..].contains(']') => {
+                let port = &authority[i + 1..];
+                let canonical = port
+                    .parse::<u16>()
+                    .is_ok_and(|p| p != 0 && p.to_string() == port);
+                if !canonical {
+                    return None;
+                }
+                &authority[..i]
+            }
+            _ => authority,
         };
-        if !port.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
         let literal = host
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
@@ -339,6 +346,10 @@ mod tests {
             "http://127.0.0.1:4444/%63b",
             "http://127.0.0.1:+4444/cb",
             "http://127.0.0.1:4444/cb#",
+            "http://127.0.0.1:99999/cb",
+            "http://127.0.0.1:01234/cb",
+            "http://127.0.0.1:/cb",
+            "http://127.0.0.1:0/cb",
         ] {
             assert!(!redirect_matches(&reg, other), "{other}");
         }

@@ -168,9 +168,9 @@ async fn exchange_code(app: &App, client_id: &str, form: &HashMap<String, String
     let Some(code) = form.get("code").filter(|c| !c.is_empty()) else {
         return invalid_request("code is required");
     };
-    let Some(redirect_uri) = form.get("redirect_uri") else {
-        return invalid_request("redirect_uri is required");
-    };
+    // Checked when sent: the code is bound to its client and its PKCE
+    // challenge, so a client that leaves it out gains nothing (A8).
+    let redirect_uri = form.get("redirect_uri");
     let Some(verifier) = form.get("code_verifier") else {
         return invalid_request("code_verifier is required (PKCE)");
     };
@@ -205,7 +205,7 @@ async fn exchange_code(app: &App, client_id: &str, form: &HashMap<String, String
     if row.client_id != client_id {
         return invalid_grant("the code was issued to another client");
     }
-    if &row.redirect_uri != redirect_uri {
+    if redirect_uri.is_some_and(|r| *r != row.redirect_uri) {
         return invalid_grant("redirect_uri differs from the authorization request");
     }
     if !same(&s256(verifier), &row.code_challenge) {

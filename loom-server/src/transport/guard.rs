@@ -44,13 +44,18 @@ impl Guard {
         Guard { allowed }
     }
 
+    /// Whether the request's `Host` names a host this server serves.
+    pub fn admits_host(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|h| allowed_authority(h, &self.allowed))
+    }
+
     /// Whether the request's `Host`, and `Origin` when it has one, name
     /// hosts this server serves.
     pub fn admits(&self, headers: &HeaderMap) -> bool {
-        let host_ok = headers
-            .get(header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|h| allowed_authority(h, &self.allowed));
+        let host_ok = self.admits_host(headers);
         let origin_ok = match headers.get(header::ORIGIN) {
             None => true,
             Some(v) => v.to_str().is_ok_and(|o| allowed_origin(o, &self.allowed)),
