@@ -441,7 +441,8 @@ fn json_manifest_has_the_tools_list_shape_and_a_loom_block() {
         json!({
             "op": "memory.apply", "http_path": "/v1/memory.apply", "required_role": "writer",
             "effect": "destructive", "idempotent": false, "audit": false, "mcp_visibility": "listed",
-            "toolsets": ["core"], "maturity": "stable", "input_model": "Empty", "output_model": "Done"
+            "toolsets": ["core"], "maturity": "stable", "input_model": "Empty", "output_model": "Done",
+            "cedar_input_type": "Empty", "cedar_output_type": "Done"
         })
     );
     let search = tools

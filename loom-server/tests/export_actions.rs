@@ -27,6 +27,42 @@ fn cedar_to_stdout_parses_with_cedar() {
     );
 }
 
+/// A policy can read a call's choices: the input's fixed-value arguments
+/// (a Rust enum's `oneOf` of string consts) are in its Cedar record.
+#[test]
+fn policies_on_an_inputs_choices_validate() {
+    let out = loom(&["export-actions", "--format", "cedar", "-o", "-"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (schema, _) = cedar_policy::Schema::from_cedarschema_str(&text).unwrap();
+    let policies: cedar_policy::PolicySet = r#"
+        forbid(principal, action == Loom::Action::"memory.apply", resource)
+          when { context.input.action == "delete" };
+        forbid(principal, action == Loom::Action::"grants.set", resource)
+          when { context.input.role == "admin" };
+        permit(principal, action == Loom::Action::"run.complete", resource)
+          when { context.input has status && context.input.status == "failed" };
+    "#
+    .parse()
+    .unwrap();
+    let result = cedar_policy::Validator::new(schema)
+        .validate(&policies, cedar_policy::ValidationMode::default());
+    assert!(
+        result.validation_passed(),
+        "{:?}",
+        result.validation_errors().collect::<Vec<_>>()
+    );
+    // The manifest names each op's record types as the Cedar schema does
+    // (a model named as a Cedar entity is not its own name there).
+    let out = loom(&["export-actions", "--format", "json", "-o", "-"]);
+    let manifest: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for tool in manifest["tools"].as_array().unwrap() {
+        for key in ["cedar_input_type", "cedar_output_type"] {
+            let ty = tool["loom"][key].as_str().unwrap();
+            assert!(text.contains(&format!("  type {ty} = ")), "{key} {ty}");
+        }
+    }
+}
+
 #[test]
 fn json_to_a_file_lists_every_op() {
     let dir = std::env::temp_dir().join(format!("loom-export-{}", std::process::id()));

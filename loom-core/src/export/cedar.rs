@@ -39,8 +39,10 @@ const RESERVED: &[&str] = &[
     "__cedar",
 ];
 
-/// A Cedar identifier for a model name.
-fn type_ident(model: &str) -> String {
+/// A Cedar identifier for a model name: the name itself, unless Cedar or
+/// this schema reserves it (`Namespace` is the resource entity), then with
+/// `Model` after it. The JSON manifest names each op's two record types.
+pub(super) fn type_ident(model: &str) -> String {
     let mut s: String = model
         .chars()
         .map(|c| {
@@ -86,9 +88,22 @@ fn strip_null(s: &Value) -> (&Value, bool) {
 }
 
 /// The Cedar type of a JSON schema, `None` when Cedar cannot express it
-/// (free-form values, unions of shapes): such attributes are left out.
+/// (free-form values, unions of shapes): such attributes are left out. A
+/// choice whose alternatives share one type (a Rust enum's `oneOf` of
+/// string consts: `memory.apply`'s action, `grants.set`'s role) is that
+/// type, so a policy can tell one choice from another.
 fn cedar_type(s: &Value, indent: usize) -> Option<String> {
     let (s, _) = strip_null(s);
+    if s.get("type").is_none()
+        && let Some(Value::Array(alts)) = s.get("oneOf").or_else(|| s.get("anyOf"))
+    {
+        let mut types = alts
+            .iter()
+            .filter(|a| a.get("type") != Some(&"null".into()))
+            .map(|a| cedar_type(a, indent));
+        let first = types.next()??;
+        return types.all(|t| t.as_ref() == Some(&first)).then_some(first);
+    }
     let ty = match s.get("type") {
         Some(Value::String(t)) => t.as_str(),
         Some(Value::Array(ts)) => {
@@ -202,9 +217,12 @@ mod tests {
                 "n": {"type": ["integer", "null"]},
                 "tags": {"type": "array", "items": {"type": "string"}},
                 "inner": {"anyOf": [{"type": "object", "properties": {"b": {"type": "boolean"}}, "required": ["b"]}, {"type": "null"}]},
-                "free": {}
+                "free": {},
+                "action": {"oneOf": [{"type": "string", "const": "delete"}, {"type": "string", "const": "label"}]},
+                "status": {"anyOf": [{"oneOf": [{"type": "string", "const": "failed"}]}, {"type": "null"}]},
+                "shape": {"oneOf": [{"type": "string"}, {"type": "integer"}]}
             },
-            "required": ["k", "tags"]
+            "required": ["k", "tags", "action"]
         });
         let r = record(&s, 0);
         assert!(r.contains("\"k\": String"), "{r}");
@@ -213,5 +231,8 @@ mod tests {
         assert!(r.contains("\"inner\"?: {"), "{r}");
         assert!(r.contains("\"b\": Bool"), "{r}");
         assert!(!r.contains("free"), "{r}");
+        assert!(r.contains("\"action\": String"), "a choice of strings: {r}");
+        assert!(r.contains("\"status\"?: String"), "{r}");
+        assert!(!r.contains("shape"), "a union of types is left out: {r}");
     }
 }

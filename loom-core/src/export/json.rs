@@ -35,6 +35,8 @@ pub fn json_manifest(registry: &Registry) -> Value {
                 "maturity": op.meta.maturity.as_str(),
                 "input_model": op.input_model,
                 "output_model": op.output_model,
+                "cedar_input_type": super::cedar::type_ident(&op.input_model),
+                "cedar_output_type": super::cedar::type_ident(&op.output_model),
             });
             if let Some(instead) = op.mcp_hidden() {
                 loom["mcp_instead"] = instead.into();
