@@ -383,6 +383,20 @@ async fn assistant_reads_span_agents_and_single_writer_reads_need_the_writer() {
             let r = a.call(tool, args).await;
             let body = refused(&r, "INVALID_ARGUMENTS");
             assert_eq!(body["field"], "agent", "{}: {tool}", t.name());
+            // in the documented shape, agent among the required arguments
+            for part in ["op", "errors", "optional", "unknown"] {
+                assert!(body.get(part).is_some(), "{tool}: {part} in {body}");
+            }
+            assert!(
+                body["required"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!("agent")),
+                "{tool}: {body}"
+            );
+            assert_eq!(body["example"]["agent"], "<agent>", "{tool}: {body}");
+            let text = r["content"][0]["text"].as_str().unwrap();
+            assert!(text.contains("\nexample: "), "{tool}: {text}");
             assert!(
                 body["hint"].as_str().unwrap().contains("agent"),
                 "{tool}: {body}"

@@ -278,6 +278,27 @@ impl Validator {
         .with_detail("optional", self.optional.clone())
     }
 
+    /// The refusal of a call that left out `field`, an argument the schema
+    /// does not require but this call does (the assistant's read of one
+    /// writer's rows needs the writer): the "invalid arguments" answer with
+    /// `field` among the required arguments and in the example.
+    pub fn missing(&self, op: &str, args: &Value, field: &str, why: &str) -> LoomError {
+        let mut required = self.required.clone();
+        required.push(field.to_owned());
+        let optional: Vec<String> = self
+            .optional
+            .iter()
+            .filter(|o| *o != field)
+            .cloned()
+            .collect();
+        let mut example = self.example(args);
+        if let Value::Object(fields) = &mut example {
+            fields.insert(field.to_owned(), Value::String(format!("<{field}>")));
+        }
+        let errors = vec![format!("{field}: {why} [missing]")];
+        refusal(op, errors, Vec::new(), example, &required, &optional)
+    }
+
     fn invalid(
         &self,
         op: &str,
@@ -285,38 +306,8 @@ impl Validator {
         errors: Vec<String>,
         unknown: Vec<Unknown>,
     ) -> LoomError {
-        let mut text = format!("{op}: invalid arguments.");
-        for e in &errors {
-            text.push('\n');
-            text.push_str(e);
-        }
-        let mut unknown_map = Map::new();
-        for u in unknown.iter().take(MOST_UNKNOWN_MATCHED) {
-            text.push('\n');
-            match &u.suggestion {
-                Some(s) => text.push_str(&format!("unknown '{}' — did you mean '{s}'?", u.path)),
-                None => text.push_str(&format!("unknown '{}'", u.path)),
-            }
-            unknown_map.insert(
-                u.path.clone(),
-                u.suggestion.clone().map_or(Value::Null, Value::from),
-            );
-        }
-        if unknown.len() > MOST_UNKNOWN_MATCHED {
-            let more = unknown.len() - MOST_UNKNOWN_MATCHED;
-            text.push_str(&format!("\n(and {more} more unknown keys)"));
-        }
         let example = self.example(args);
-        text.push_str(&format!("\nrequired: {}", list_or_none(&self.required)));
-        text.push_str(&format!("\noptional: {}", list_or_none(&self.optional)));
-        text.push_str(&format!("\nexample: {example}"));
-        LoomError::new(ErrorCode::InvalidArguments, text)
-            .with_detail("op", op)
-            .with_detail("errors", errors)
-            .with_detail("required", self.required.clone())
-            .with_detail("optional", self.optional.clone())
-            .with_detail("unknown", Value::Object(unknown_map))
-            .with_detail("example", example)
+        refusal(op, errors, unknown, example, &self.required, &self.optional)
     }
 
     /// One corrected call: what the caller sent that is valid, unknown keys
@@ -335,6 +326,48 @@ impl Validator {
         }
         example
     }
+}
+
+/// The "invalid arguments" answer: its text and its parts.
+fn refusal(
+    op: &str,
+    errors: Vec<String>,
+    unknown: Vec<Unknown>,
+    example: Value,
+    required: &[String],
+    optional: &[String],
+) -> LoomError {
+    let mut text = format!("{op}: invalid arguments.");
+    for e in &errors {
+        text.push('\n');
+        text.push_str(e);
+    }
+    let mut unknown_map = Map::new();
+    for u in unknown.iter().take(MOST_UNKNOWN_MATCHED) {
+        text.push('\n');
+        match &u.suggestion {
+            Some(s) => text.push_str(&format!("unknown '{}' — did you mean '{s}'?", u.path)),
+            None => text.push_str(&format!("unknown '{}'", u.path)),
+        }
+        unknown_map.insert(
+            u.path.clone(),
+            u.suggestion.clone().map_or(Value::Null, Value::from),
+        );
+    }
+    if unknown.len() > MOST_UNKNOWN_MATCHED {
+        let more = unknown.len() - MOST_UNKNOWN_MATCHED;
+        text.push_str(&format!("\n(and {more} more unknown keys)"));
+    }
+    text.push_str(&format!("\nrequired: {}", list_or_none(required)));
+    text.push_str(&format!("\noptional: {}", list_or_none(optional)));
+    text.push_str(&format!("\nexample: {example}"));
+    LoomError::new(ErrorCode::InvalidArguments, text)
+        .with_detail("op", op)
+        .with_detail("errors", errors)
+        .with_detail("required", required.to_vec())
+        .with_detail("optional", optional.to_vec())
+        .with_detail("unknown", Value::Object(unknown_map))
+        .with_detail("example", example)
 }
 
 /// The argument by which an op reports what it would change without
@@ -1134,6 +1167,21 @@ mod tests {
         assert_eq!(d["example"], json!({"memory_key": "deploy_window"}));
         assert_eq!(d["required"], json!(["memory_key"]));
         assert_eq!(d["op"], "memory.get");
+    }
+
+    #[test]
+    fn a_missing_argument_the_call_needs_is_shown_required() {
+        let v = validator::<Get>();
+        let err = v.missing("memory.get", &json!({}), "agent", "name the writer");
+        let d = err.detail();
+        assert_eq!(d["required"], json!(["memory_key", "agent"]));
+        assert!(!d["optional"].as_array().unwrap().contains(&json!("agent")));
+        assert_eq!(d["errors"], json!(["agent: name the writer [missing]"]));
+        assert_eq!(
+            d["example"],
+            json!({"memory_key": "deploy_window", "agent": "<agent>"})
+        );
+        assert!(err.message().starts_with("memory.get: invalid arguments.\nagent: name the writer [missing]\nrequired: memory_key, agent\n"), "{}", err.message());
     }
 
     #[test]
