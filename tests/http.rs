@@ -140,6 +140,21 @@ async fn a_valid_token_calls_an_op_and_gets_its_full_output() {
                 .map(|o| o["tool"].clone())
         };
         assert_eq!(tool("search.query"), Some(json!("loom_search")));
+        // and the arguments a call names, as the listing names them
+        let set = a.body["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["op"] == "memory.set")
+            .unwrap();
+        assert_eq!(set["required"], json!(["memory_key", "content"]), "{set}");
+        assert!(
+            set["optional"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("expires_at")),
+            "{set}"
+        );
         assert_eq!(tool("memory.get"), Some(json!("loom_memory_get")));
         // an empty body is an empty argument object
         let a = t.send(t.request("ops.capabilities", Some(&token))).await;
@@ -446,6 +461,28 @@ async fn unknown_ops_wrong_methods_big_and_malformed_bodies() {
             .post("ops.capabilities", Some(&token), json!({"verbose": true}))
             .await;
         assert_envelope(&a, 422, "INVALID_ARGUMENTS", n);
+        // an op's own check answers in the same shape as the schema's
+        let writer = t.token("default", "wes", Role::Writer, &[]);
+        for args in [
+            json!({"memory_key": "a b", "content": "x"}),
+            json!({"memory_key": "ok", "content": "x", "expires_at": "tomorrow"}),
+        ] {
+            let a = t.post("memory.set", Some(&writer), args.clone()).await;
+            assert_envelope(&a, 422, "INVALID_ARGUMENTS", n);
+            let e = &a.body["error"];
+            for part in [
+                "op", "errors", "required", "optional", "unknown", "example", "field",
+            ] {
+                assert!(e.get(part).is_some(), "{n} {args}: {part} in {e}");
+            }
+            assert!(
+                e["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("memory.set: invalid arguments.\n"),
+                "{n}: {e}"
+            );
+        }
 
         // unknown paths are 404 envelopes too
         let a = t.send(t.client.get(format!("{}/nowhere", t.url()))).await;

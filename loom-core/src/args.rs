@@ -278,6 +278,40 @@ impl Validator {
         .with_detail("optional", self.optional.clone())
     }
 
+    /// `error` in the documented "invalid arguments" shape when an op's own
+    /// check refused an argument the schema let through (a key's
+    /// characters, a time's format, a size): the text with the required
+    /// and optional arguments and an example, and the parts beside the
+    /// detail the op gave (`field`, `hint`). The call's own values are not
+    /// at hand: the example fills the required arguments in. Any other
+    /// error is returned as it is.
+    pub fn in_documented_shape(&self, op: &str, error: LoomError) -> LoomError {
+        if error.code() != ErrorCode::InvalidArguments || error.detail().contains_key("errors") {
+            return error;
+        }
+        let line = match error.detail().get("field").and_then(Value::as_str) {
+            Some(field) if !error.message().starts_with(field) => {
+                format!("{field}: {}", error.message())
+            }
+            _ => error.message().to_owned(),
+        };
+        let example = self.example(&Value::Object(Map::new()));
+        let mut shaped = refusal(
+            op,
+            vec![line],
+            Vec::new(),
+            example,
+            &self.required,
+            &self.optional,
+        );
+        for (key, value) in error.detail() {
+            if !shaped.detail().contains_key(key) {
+                shaped = shaped.with_detail(key, value.clone());
+            }
+        }
+        shaped
+    }
+
     /// The refusal of a call that left out `field`, an argument the schema
     /// does not require but this call does (the assistant's read of one
     /// writer's rows needs the writer): the "invalid arguments" answer with
@@ -1167,6 +1201,36 @@ mod tests {
         assert_eq!(d["example"], json!({"memory_key": "deploy_window"}));
         assert_eq!(d["required"], json!(["memory_key"]));
         assert_eq!(d["op"], "memory.get");
+    }
+
+    #[test]
+    fn an_ops_own_refusal_is_put_in_the_documented_shape() {
+        let v = validator::<Get>();
+        let own = LoomError::new(
+            ErrorCode::InvalidArguments,
+            "memory_key \"a b\" may hold only letters",
+        )
+        .with_detail("field", "memory_key");
+        let shaped = v.in_documented_shape("memory.get", own);
+        assert!(
+            shaped.message().starts_with("memory.get: invalid arguments.\nmemory_key \"a b\" may hold only letters\nrequired: memory_key\n"),
+            "{}",
+            shaped.message()
+        );
+        let d = shaped.detail();
+        assert_eq!(d["field"], "memory_key");
+        assert_eq!(d["example"], json!({"memory_key": "deploy_window"}));
+        for part in ["op", "errors", "required", "optional", "unknown"] {
+            assert!(d.contains_key(part), "{part}");
+        }
+        // one in the shape already, and any other code, stay as they are
+        let again = v.in_documented_shape("memory.get", shaped.clone());
+        assert_eq!(again.message(), shaped.message());
+        let locked = LoomError::new(ErrorCode::Locked, "held");
+        assert_eq!(
+            v.in_documented_shape("memory.get", locked).message(),
+            "held"
+        );
     }
 
     #[test]

@@ -40,6 +40,10 @@ pub struct OpCapability {
     /// For a hidden op: what to use instead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instead: Option<String>,
+    /// The arguments a call must name, as the listing names them.
+    pub required: Vec<String>,
+    /// The arguments a call may name.
+    pub optional: Vec<String>,
 }
 
 /// Every op's capability row, in name order.
@@ -66,6 +70,8 @@ pub fn capabilities(registry: &Registry) -> Vec<OpCapability> {
             maturity: op.meta.maturity.as_str().into(),
             mcp: mcp_visibility(op).into(),
             instead: op.mcp_hidden().map(str::to_owned),
+            required: op.validator().required().to_vec(),
+            optional: op.validator().optional().to_vec(),
         })
         .collect()
 }

@@ -557,8 +557,10 @@ async fn validate_and_run(cx: &OpCx, op: &'static Op, args: Value) -> Result<Out
     // sees them. A whole number sent as a float where an integer is
     // declared (10.0) is that integer: JSON Schema counts it as one.
     let args = op.validator().accept(&op.name, args, !op.read_only())?;
-    // 7. the handler, under its latency budget
+    // 7. the handler, under its latency budget. Its own refusal of an
+    // argument is answered as the check's are.
     tokio::time::timeout(op.budget, (op.meta.call)(cx, args))
         .await
         .unwrap_or_else(|_| Err(over_budget(op)))
+        .map_err(|e| op.validator().in_documented_shape(&op.name, e))
 }
