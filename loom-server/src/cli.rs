@@ -358,6 +358,12 @@ async fn serve() -> Result<(), String> {
     for warning in app.store.setup_warnings().await {
         tracing::warn!("{warning}");
     }
+    if app.config.store_options().in_memory() {
+        tracing::warn!(
+            "the store is in memory (LOOM_DATABASE_URL={}): everything it holds is lost when the server stops",
+            app.config.database_url
+        );
+    }
     if !app.config.auth_required {
         say!("loom: authentication is OFF (LOOM_AUTH_REQUIRED=false): every call acts as admin");
     }
@@ -370,9 +376,23 @@ async fn serve() -> Result<(), String> {
     }
     stop.await;
     tracing::info!("signal received");
-    server.shutdown().await;
-    Ok(())
+    // A second signal while calls finish and the ledger is written stops
+    // the process at once: an operator's way out of a shutdown that waits
+    // on a store that does not answer. What was acknowledged is committed;
+    // the ledger and audit rows not yet written are lost.
+    let again = stop_signal();
+    tokio::select! {
+        () = server.shutdown() => Ok(()),
+        () = again => {
+            tracing::warn!("a second signal: stopping now, without the calls in flight and the rows not yet written");
+            std::process::exit(SECOND_SIGNAL_EXIT);
+        }
+    }
 }
+
+/// The exit code of a process stopped by a second signal during shutdown
+/// (128 + SIGINT, as shells report an interrupted command).
+const SECOND_SIGNAL_EXIT: i32 = 130;
 
 /// SIGTERM or SIGINT (Ctrl-C), each listened for from this call on.
 #[cfg(unix)]
@@ -419,6 +439,11 @@ async fn open_store(config: &Config) -> Result<Store, String> {
 /// folder than the server's it is not the server's store.
 async fn open_server_store(command: &str, config: &Config) -> Result<Store, String> {
     let options = config.store_options();
+    if options.in_memory() {
+        return Err(format!(
+            "{command}: LOOM_DATABASE_URL names a store in memory, which lives and dies with its server's process: what this made would be lost at once (serve it with LOOM_AUTH_REQUIRED=false, or use a file)"
+        ));
+    }
     if let Some(path) = options.new_sqlite_file() {
         eprintln!(
             "loom: note: {command}: no store was at {} and a new one was made there; a server on another store will not accept what this made (run this where `loom serve` runs, or set LOOM_DATABASE_URL to its store)",

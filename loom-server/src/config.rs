@@ -390,6 +390,17 @@ impl Config {
                     "LOOM_DATABASE_URL is not valid: expected sqlite://PATH or postgres://…".into(),
                 );
             }
+            // `sqlite://` with nothing after it (an unset variable in
+            // `sqlite://$DIR/loom.db`, say) would be a store in memory,
+            // gone at the next start: that is asked for by name only.
+            if c.database_url.starts_with("sqlite:")
+                && loom_ops::store::sqlite_path(&c.database_url).is_none()
+            {
+                return Err(format!(
+                    "LOOM_DATABASE_URL {:?} names no file: write sqlite://PATH, or sqlite::memory: for a store kept in memory and lost when the server stops",
+                    c.database_url
+                ));
+            }
         }
         if let Some(v) = get("LOOM_DATABASE_MAX_CONNECTIONS") {
             c.database_max_connections = Some(positive_at_most(

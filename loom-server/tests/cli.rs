@@ -222,6 +222,38 @@ fn bad_configuration_stops_the_start_naming_the_variable() {
     assert!(!dir.join("loom.db").exists(), "no store was made");
     let _ = std::fs::remove_dir_all(dir);
 
+    // A SQLite URL that names no file (an unset variable in its path) is
+    // refused, not served from memory and lost at the next start; and no
+    // token is minted for a store in memory, which no server could check.
+    for url in ["sqlite://", "sqlite:", "sqlite://?mode=rwc"] {
+        let out = loom()
+            .arg("serve")
+            .env("LOOM_DATABASE_URL", url)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{url}: {stderr}");
+        assert!(stderr.contains("names no file"), "{url}: {stderr}");
+    }
+    let out = loom()
+        .args([
+            "token",
+            "mint",
+            "--org",
+            "default",
+            "--subject",
+            "a",
+            "--role",
+            "admin",
+        ])
+        .env("LOOM_DATABASE_URL", "sqlite::memory:")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty(), "no token printed");
+    assert!(stderr.contains("store in memory"), "{stderr}");
+
     // A store in a directory that does not exist is named, not its side file.
     let out = loom()
         .arg("migrate")

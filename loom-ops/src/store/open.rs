@@ -90,6 +90,13 @@ pub struct StoreOptions {
 }
 
 impl StoreOptions {
+    /// Whether these options name a SQLite store in memory
+    /// (`sqlite::memory:`): one database shared by the connections of the
+    /// process that opens it, gone when it stops.
+    pub fn in_memory(&self) -> bool {
+        self.url.starts_with("sqlite:") && sqlite_path(&self.url).is_none_or(|p| p == ":memory:")
+    }
+
     /// The SQLite file these options name, when it does not exist yet:
     /// opening the store will create it (a new store, with a signing key
     /// of its own). `None` for a file that exists, in memory and on
@@ -176,6 +183,18 @@ fn backend_of(url: &str) -> Result<Backend, String> {
     }
 }
 
+/// The path a SQLite URL names (`:memory:` for the in-memory store),
+/// `None` when it names none (`sqlite:`, `sqlite://`, `sqlite://?mode=rwc`).
+pub fn sqlite_path(url: &str) -> Option<&str> {
+    let path = url
+        .strip_prefix("sqlite:")?
+        .trim_start_matches("//")
+        .split('?')
+        .next()
+        .unwrap_or("");
+    (!path.is_empty()).then_some(path)
+}
+
 /// A SQLite URL every connection of the store opens as one database: a
 /// file is created when missing (`mode=rwc`). SQLite gives each connection
 /// a private database for `sqlite::memory:` (and `sqlite:`), so the
@@ -183,12 +202,7 @@ fn backend_of(url: &str) -> Result<Backend, String> {
 /// in-memory database that this store's connections share, and that goes
 /// when they close.
 fn sqlite_url(url: &str) -> String {
-    let path = url
-        .trim_start_matches("sqlite:")
-        .trim_start_matches("//")
-        .split('?')
-        .next()
-        .unwrap_or("");
+    let path = sqlite_path(url).unwrap_or_default();
     if path.is_empty() || path == ":memory:" {
         let name = uuid::Uuid::new_v4().simple();
         format!("sqlite:file:loom-{name}?mode=memory&cache=shared")
