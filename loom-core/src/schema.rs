@@ -103,7 +103,37 @@ pub fn input_schema(info: &TypeInfo) -> Value {
 pub fn output_schema(info: &TypeInfo) -> Value {
     let mut v = root_object((info.schema)(&mut generator(Contract::Serialize)));
     strip_marks(&mut v);
+    strip_width_formats(&mut v);
     v
+}
+
+/// The `format`s schemars gives Rust's number types (`int64`, `uint64`,
+/// `double`, …): OpenAPI's, not JSON Schema 2020-12's, so a client's
+/// validator warns of each as unknown (the MCP TypeScript SDK's does).
+/// What they say that a client can check is in `minimum` / `maximum`
+/// already; the argument check keeps them (`args`).
+const WIDTH_FORMATS: &[&str] = &[
+    "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float",
+    "double",
+];
+
+/// Removes every [`WIDTH_FORMATS`] `format`, at any depth: from what
+/// clients are shown.
+pub fn strip_width_formats(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| WIDTH_FORMATS.contains(&f))
+            {
+                map.remove("format");
+            }
+            map.values_mut().for_each(strip_width_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_width_formats),
+        _ => {}
+    }
 }
 
 /// Root schemas lose `$schema`, `title` and `description` (the tool carries
@@ -152,6 +182,7 @@ pub fn listed_input(full: &Value) -> Value {
         }
     }
     strip_marks(&mut v);
+    strip_width_formats(&mut v);
     v
 }
 

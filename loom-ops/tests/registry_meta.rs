@@ -174,3 +174,36 @@ fn every_memory_plane_op_has_a_curated_description() {
         );
     }
 }
+
+/// What clients are shown holds only JSON Schema 2020-12's formats: the
+/// width formats schemars gives Rust's numbers (`uint64`, `int64`,
+/// `double`) are OpenAPI's, which the MCP TypeScript SDK warns of as
+/// unknown. The argument check still reads them from the full schema.
+#[test]
+fn listed_schemas_carry_no_width_formats() {
+    fn formats(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::String(f)) = map.get("format") {
+                    out.push(f.clone());
+                }
+                map.values().for_each(|v| formats(v, out));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| formats(v, out)),
+            _ => {}
+        }
+    }
+    loom_ops::link();
+    let mut full = Vec::new();
+    for op in Registry::global().expect("valid registry").ops() {
+        let mut shown = Vec::new();
+        formats(&op.listed_input, &mut shown);
+        formats(&op.output_schema, &mut shown);
+        assert!(shown.is_empty(), "{}: {shown:?}", op.name);
+        formats(&op.input_schema, &mut full);
+    }
+    assert!(
+        full.iter().any(|f| f == "int64"),
+        "the full input schemas keep them for the check"
+    );
+}

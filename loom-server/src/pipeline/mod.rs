@@ -272,12 +272,12 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
     }
 }
 
-async fn run(
+/// Steps 2 and 3: the call's scope, then whether its caller may act there.
+async fn identify_and_authorize(
     app: &App,
     cx: &mut OpCx,
     req: &mut CallRequest,
-    started: Instant,
-) -> Result<Answer, LoomError> {
+) -> Result<(), LoomError> {
     let op = req.op;
     // 2. identity defaults
     let known;
@@ -299,7 +299,25 @@ async fn run(
         }
         return Err(refusal.clone());
     }
-    authorize::authorize(app, op, req.caller.as_ref(), &mut cx.scope, known).await?;
+    authorize::authorize(app, op, req.caller.as_ref(), &mut cx.scope, known).await
+}
+
+async fn run(
+    app: &App,
+    cx: &mut OpCx,
+    req: &mut CallRequest,
+    started: Instant,
+) -> Result<Answer, LoomError> {
+    let op = req.op;
+    // 2. and 3. read what they need of the store (a namespace, a grant)
+    // when the access cache does not hold it: within the op's budget, as
+    // the handler, so a store that does not answer (PostgreSQL down: no
+    // connection to be had) is BACKEND_TIMEOUT at the budget, not a wait
+    // for the pool. A read the cache answers sets no timer (a timeout
+    // polls its future first).
+    tokio::time::timeout(op.budget, identify_and_authorize(app, cx, req))
+        .await
+        .unwrap_or_else(|_| Err(over_budget(op)))?;
     // 4. rate limit
     let key = RateKey {
         org: cx.scope.org.clone(),
