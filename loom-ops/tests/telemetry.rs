@@ -247,3 +247,19 @@ async fn a_telemetry_file_that_cannot_be_opened_is_named_at_once() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A store's file that is no SQLite database is named as the store's, and
+/// no telemetry file is left beside it.
+#[tokio::test]
+async fn a_file_that_is_no_database_is_named_and_left_alone() {
+    let (url, dir) = testing::sqlite_url();
+    let file = PathBuf::from(url.strip_prefix("sqlite://").unwrap());
+    std::fs::write(&file, "not a database\n").unwrap();
+    let err = Store::open(StoreOptions::new(url)).await.unwrap_err();
+    assert!(
+        err.contains(&format!("cannot open the store {}", file.display())),
+        "{err}"
+    );
+    assert!(!telemetry_of(&file).exists(), "a side file was made");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -831,3 +831,27 @@ fn a_signal_while_starting_stops_the_start() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("stopped before serving"), "{stderr}");
 }
+
+/// A PostgreSQL that is not listening is named with the cause, not as a
+/// pool that timed out; the URL's password is not repeated.
+#[test]
+fn an_unreachable_postgres_is_named_with_its_cause() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let out = loom()
+        .arg("migrate")
+        .env(
+            "LOOM_DATABASE_URL",
+            format!("postgres://loom:hunter2@127.0.0.1:{port}/loom"),
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("at 127.0.0.1:{port}")) && stderr.contains("refused"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}

@@ -183,6 +183,28 @@ fn backend_of(url: &str) -> Result<Backend, String> {
     }
 }
 
+/// Why the store's pool did not open. sqlx's pool says only that it timed
+/// out waiting for a connection when none could be made (PostgreSQL not
+/// listening, a host that does not answer): one connection made directly
+/// names the cause, and the message the server it was meant for (host and
+/// port, never the URL's password).
+async fn open_error(backend: Backend, url: &str, e: sqlx::Error) -> String {
+    if backend != Backend::Postgres || !matches!(e, sqlx::Error::PoolTimedOut) {
+        return format!("cannot open the database: {e}");
+    }
+    let server = sqlx::postgres::PgConnectOptions::from_str(url)
+        .map(|o| format!("{}:{}", o.get_host(), o.get_port()))
+        .unwrap_or_else(|_| "its server".into());
+    let cause = match tokio::time::timeout(Duration::from_secs(5), sqlx::PgConnection::connect(url))
+        .await
+    {
+        Ok(Err(direct)) => direct.to_string(),
+        Ok(Ok(_)) => e.to_string(),
+        Err(_) => "no answer within 5 s".into(),
+    };
+    format!("cannot open the database at {server}: {cause}")
+}
+
 /// The path a SQLite URL names (`:memory:` for the in-memory store),
 /// `None` when it names none (`sqlite:`, `sqlite://`, `sqlite://?mode=rwc`).
 pub fn sqlite_path(url: &str) -> Option<&str> {
@@ -366,8 +388,11 @@ impl Store {
         )
         .max_connections(writers)
         .connect(&url)
-        .await
-        .map_err(|e| format!("cannot open the database: {e}"))?;
+        .await;
+        let writer = match writer {
+            Ok(pool) => pool,
+            Err(e) => return Err(open_error(backend, &url, e).await),
+        };
         let reader = match backend {
             Backend::Sqlite => setup(
                 schema,
@@ -439,9 +464,12 @@ impl Store {
             Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
             Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
         };
-        migrator
-            .run(&self.writer)
-            .await
-            .map_err(|e| format!("migrations failed: {e}"))
+        migrator.run(&self.writer).await.map_err(|e| match e {
+            // The store records a migration this build does not have.
+            sqlx::migrate::MigrateError::VersionMissing(v) => format!(
+                "migrations failed: the store was migrated by a newer Loom (its migration {v} is not in this build); run that release or a later one"
+            ),
+            e => format!("migrations failed: {e}"),
+        })
     }
 }

@@ -97,6 +97,13 @@ pub(super) fn check_opens(main: &Path) -> Result<(), String> {
             dir.display()
         ));
     }
+    // A store's file that is no SQLite database (a text file, a directory,
+    // a truncated copy) is named before its side file is made beside it.
+    if main.exists() {
+        rusqlite::Connection::open_with_flags(main, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .and_then(|conn| conn.query_row("PRAGMA schema_version", [], |_| Ok(())))
+            .map_err(|e| format!("cannot open the store {}: {e}", main.display()))?;
+    }
     let file = file_of(main);
     rusqlite::Connection::open_with_flags(
         &file,
