@@ -549,9 +549,18 @@ async fn revoke(jti: String) -> Result<(), String> {
     if jti.trim().is_empty() {
         return Err("token revoke: the jti must not be empty".into());
     }
+    // Every token Loom issues has a jti of 32 hex digits (a UUID's simple
+    // form): anything else, a line break or a paste of the whole token, is
+    // a mistake that would revoke nothing and say it had.
+    let jti = jti.trim().to_ascii_lowercase();
+    if jti.len() != 32 || !jti.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "token revoke: {jti:?} is not a token's jti (32 hex digits, the token's `jti` claim)"
+        ));
+    }
     let config = Config::from_env()?;
     let store = open_server_store("token revoke", &config).await?;
-    let added = store.revoke_token(jti.trim()).await;
+    let added = store.revoke_token(&jti).await;
     store.close().await;
     match added {
         Ok(true) => out!("loom: revoked {jti}"),
@@ -709,8 +718,12 @@ async fn namespace_add(ns: loom_ops::store::NewNamespace<'_>) -> Result<(), Stri
             Ok(())
         }
         NamespaceCreated::Existed { kind, restricted } => Err(format!(
-            "namespace add: namespace {namespace} in org {org} exists already as {kind}{}; it was left as it is",
-            if restricted { ", restricted" } else { "" }
+            "namespace add: namespace {namespace} in org {org} exists already as {kind}, {}; it was left as it is",
+            if restricted {
+                "restricted"
+            } else {
+                "not restricted"
+            }
         )),
     }
 }

@@ -272,6 +272,10 @@ fn bad_configuration_stops_the_start_naming_the_variable() {
 fn blank_names_are_refused_before_anything_is_written() {
     for args in [
         &["token", "revoke", " "][..],
+        // not a jti: a line break, a whole token, a mistyped one
+        &["token", "revoke", "a\nb"],
+        &["token", "revoke", "eyJhbGciOiJIUzI1NiJ9.e30.sig"],
+        &["token", "revoke", "0123456789abcdef0123456789abcdeg"],
         &[
             "token",
             "mint",
@@ -731,9 +735,25 @@ async fn namespace_add_creates_what_a_token_acts_in() {
     let other = run(&["namespace", "add", "acme", "proj", "--kind", "memory"]);
     assert_eq!(other.status.code(), Some(1));
     assert!(
-        text(&other.stderr).contains("exists already as collection"),
+        text(&other.stderr).contains("exists already as collection, not restricted"),
         "{}",
         text(&other.stderr)
+    );
+    // asked restricted: the refusal names what it is, restriction included
+    let restricted = run(&[
+        "namespace",
+        "add",
+        "acme",
+        "proj",
+        "--kind",
+        "collection",
+        "--restricted",
+    ]);
+    assert_eq!(restricted.status.code(), Some(1));
+    assert!(
+        text(&restricted.stderr).contains("not restricted"),
+        "{}",
+        text(&restricted.stderr)
     );
     for bad in [
         &["namespace", "add", "acme", "x", "--kind", "folder"][..],
