@@ -528,9 +528,10 @@ async fn explicit_run(
 /// idempotency key) on the calls' tracker, so that shutdown waits for it,
 /// and waits for it at most `wait`: with the store locked by another
 /// program the answer goes at the call's budget and the write lands when
-/// the store takes it.
+/// the store takes it. It runs in the call's log span, so what it logs
+/// (a row not written) carries the request's id.
 async fn write_within(app: &App, wait: Duration, write: impl Future<Output = ()> + Send + 'static) {
-    let _ = tokio::time::timeout(wait, app.calls.spawn(write)).await;
+    let _ = tokio::time::timeout(wait, app.calls.spawn(write.in_current_span())).await;
 }
 
 /// `work`'s answer, or `None` when `cancel` fires first: `work` is then
