@@ -91,10 +91,13 @@ pub struct StoreOptions {
 
 impl StoreOptions {
     /// Whether these options name a SQLite store in memory
-    /// (`sqlite::memory:`): one database shared by the connections of the
-    /// process that opens it, gone when it stops.
+    /// (`sqlite::memory:`, or a URL with `mode=memory`): one database
+    /// shared by the connections of the process that opens it, gone when
+    /// it stops.
     pub fn in_memory(&self) -> bool {
-        self.url.starts_with("sqlite:") && sqlite_path(&self.url).is_none_or(|p| p == ":memory:")
+        self.url.starts_with("sqlite:")
+            && (sqlite_path(&self.url).is_none_or(|p| p == ":memory:")
+                || self.url.contains("mode=memory"))
     }
 
     /// The SQLite file these options name, when it does not exist yet:
@@ -471,5 +474,34 @@ impl Store {
             ),
             e => format!("migrations failed: {e}"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sqlite_url_names_a_file_memory_or_nothing() {
+        for (url, path) in [
+            ("sqlite://loom.db", Some("loom.db")),
+            (
+                "sqlite:///var/lib/loom/loom.db?mode=rwc",
+                Some("/var/lib/loom/loom.db"),
+            ),
+            ("sqlite:loom.db", Some("loom.db")),
+            ("sqlite::memory:", Some(":memory:")),
+            ("sqlite://", None),
+            ("sqlite:", None),
+            ("sqlite://?mode=rwc", None),
+            ("postgres://h/db", None),
+        ] {
+            assert_eq!(sqlite_path(url), path, "{url}");
+        }
+        let memory = |url: &str| StoreOptions::new(url.to_owned()).in_memory();
+        assert!(memory("sqlite::memory:"));
+        assert!(memory("sqlite:file:loom-x?mode=memory&cache=shared"));
+        assert!(!memory("sqlite://loom.db"));
+        assert!(!memory("postgres://h/db"));
     }
 }
