@@ -282,28 +282,30 @@ impl Validator {
     /// check refused an argument the schema let through (a key's
     /// characters, a time's format, a size): the text with the required
     /// and optional arguments and an example, and the parts beside the
-    /// detail the op gave (`field`, `hint`). The call's own values are not
-    /// at hand: the example fills the required arguments in. Any other
-    /// error is returned as it is.
+    /// detail the op gave (`field`, `hint`); a field the op refused as
+    /// missing (`agent: … [missing]`) is among the required arguments. The
+    /// call's own values are not at hand: the example fills the required
+    /// arguments in. Any other error is returned as it is.
     pub fn in_documented_shape(&self, op: &str, error: LoomError) -> LoomError {
         if error.code() != ErrorCode::InvalidArguments || error.detail().contains_key("errors") {
             return error;
         }
-        let line = match error.detail().get("field").and_then(Value::as_str) {
-            Some(field) if !error.message().starts_with(field) => {
-                format!("{field}: {}", error.message())
+        let field = error.detail().get("field").and_then(Value::as_str);
+        let no_args = Value::Object(Map::new());
+        // A field the op needs that the schema leaves optional, refused
+        // as missing (`<field>: <why> [missing]`): shown required.
+        let missing = field.and_then(|f| {
+            let why = error.message().strip_prefix(f)?.strip_prefix(": ")?;
+            Some((f, why.strip_suffix(" [missing]")?))
+        });
+        let mut shaped = match (missing, field) {
+            (Some((field, why)), _) => self.missing(op, &no_args, field, why),
+            (None, Some(field)) if !error.message().starts_with(field) => {
+                let line = format!("{field}: {}", error.message());
+                self.invalid(op, &no_args, vec![line], Vec::new())
             }
-            _ => error.message().to_owned(),
+            (None, _) => self.invalid(op, &no_args, vec![error.message().to_owned()], Vec::new()),
         };
-        let example = self.example(&Value::Object(Map::new()));
-        let mut shaped = refusal(
-            op,
-            vec![line],
-            Vec::new(),
-            example,
-            &self.required,
-            &self.optional,
-        );
         for (key, value) in error.detail() {
             if !shaped.detail().contains_key(key) {
                 shaped = shaped.with_detail(key, value.clone());
@@ -316,7 +318,7 @@ impl Validator {
     /// does not require but this call does (the assistant's read of one
     /// writer's rows needs the writer): the "invalid arguments" answer with
     /// `field` among the required arguments and in the example.
-    pub fn missing(&self, op: &str, args: &Value, field: &str, why: &str) -> LoomError {
+    fn missing(&self, op: &str, args: &Value, field: &str, why: &str) -> LoomError {
         let mut required = self.required.clone();
         required.push(field.to_owned());
         let optional: Vec<String> = self

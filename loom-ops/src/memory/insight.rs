@@ -37,23 +37,14 @@ fn require_writer(cx: &OpCx, agent: Option<&str>) -> OpResult<()> {
     if agent.is_some() || cx.options.own_agent {
         return Ok(());
     }
-    const WHY: &str = "name the writer whose rows to read";
-    // The "invalid arguments" answer of every other refusal, with `agent`
-    // among the required arguments (the call's own values are not at hand
-    // here: the example fills the required ones in).
-    let refusal = match loom_core::Registry::global()
-        .ok()
-        .and_then(|r| r.get(cx.op))
-    {
-        Some(op) => op
-            .validator()
-            .missing(cx.op, &serde_json::json!({}), "agent", WHY),
-        None => LoomError::new(
-            ErrorCode::InvalidArguments,
-            format!("{}: invalid arguments.\nagent: {WHY} [missing]", cx.op),
-        ),
-    };
-    Err(refusal.with_detail("field", "agent").with_detail(
+    // The pipeline answers it as every invalid-arguments refusal, `agent`
+    // among the required arguments (`Validator::in_documented_shape`).
+    Err(LoomError::new(
+        ErrorCode::InvalidArguments,
+        "agent: name the writer whose rows to read [missing]",
+    )
+    .with_detail("field", "agent")
+    .with_detail(
         "hint",
         "pass the agent of a memory.search or memory.list hit for this memory",
     ))

@@ -95,9 +95,7 @@ impl StoreOptions {
     /// shared by the connections of the process that opens it, gone when
     /// it stops.
     pub fn in_memory(&self) -> bool {
-        self.url.starts_with("sqlite:")
-            && (sqlite_path(&self.url).is_none_or(|p| p == ":memory:")
-                || self.url.contains("mode=memory"))
+        self.url.starts_with("sqlite:") && sqlite_in_memory(&self.url)
     }
 
     /// The SQLite file these options name, when it does not exist yet:
@@ -243,8 +241,13 @@ fn sqlite_url(url: &str) -> String {
 /// The database file a SQLite URL names; `None` in memory.
 fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
     let options = SqliteConnectOptions::from_str(url).ok()?;
-    let memory = url.contains(":memory:") || url.contains("mode=memory");
-    (!memory).then(|| options.get_filename().to_path_buf())
+    (!sqlite_in_memory(url)).then(|| options.get_filename().to_path_buf())
+}
+
+/// Whether a SQLite URL names a database in memory: `sqlite::memory:`, a
+/// URL naming no file, or one asking for `mode=memory`.
+fn sqlite_in_memory(url: &str) -> bool {
+    sqlite_path(url).is_none_or(|p| p == ":memory:") || url.contains("mode=memory")
 }
 
 fn valid_schema_name(s: &str) -> bool {
