@@ -60,18 +60,12 @@ pub struct Served {
     pub request_id: String,
     /// When (milliseconds since the Unix epoch).
     pub at_ms: i64,
-    /// Whether this serving also counts as a recall of the row.
-    pub recall: bool,
-    /// With `recall`: the row's recall count as answered to the caller,
+    /// The row, when this serving also counts as a recall of it.
+    pub recalled: Option<Recalled>,
+    /// With `recalled`: the row's recall count as answered to the caller,
     /// this recall included ([`UsageLog::recalls_seen`]).
     pub answered_recalls: i64,
-    /// With `recall`: the row's `id` (0 without).
-    pub memory_id: i64,
-    /// With `recall`: when the row was created (0 without). A key set again
-    /// after a delete is a new memory with its own count: the recalls
-    /// queued of the deleted one are not answered for it.
-    pub born_ms: i64,
-    /// With `recall`: where [`QueuedRecalls`] filed it, once queued.
+    /// With `recalled`: where [`QueuedRecalls`] filed it, once queued.
     slot: u64,
 }
 
@@ -97,17 +91,17 @@ impl Served {
             run_id: cx.run_id.clone(),
             request_id: cx.request_id.clone(),
             at_ms,
-            recall: recall_of.is_some(),
+            recalled: recall_of,
             answered_recalls: 0,
-            memory_id: recall_of.map_or(0, |r| r.id),
-            born_ms: recall_of.map_or(0, |r| r.born_ms),
             slot: 0,
         }
     }
 }
 
-/// The row a serving also recalls: its `id` and when it was created.
-#[derive(Clone, Copy, Debug)]
+/// The row a serving also recalls: its `id` and when it was created (a key
+/// set again after a delete is a new memory with its own count: the
+/// recalls queued of the deleted one are not answered for it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Recalled {
     /// The row's `id`.
     pub id: i64,
@@ -142,7 +136,7 @@ pub fn start(store: Store) -> UsageLog {
 impl UsageLog {
     /// Queues one serving.
     pub async fn record(&self, mut served: Served) {
-        if served.recall {
+        if served.recalled.is_some() {
             served.slot = self.queued.add(&served);
         }
         self.writer.record(served).await;
@@ -208,7 +202,7 @@ impl<'a> RecallBy<'a> {
             namespace: &s.namespace,
             agent: &s.agent,
             memory_key: &s.memory_key,
-            born_ms: s.born_ms,
+            born_ms: s.recalled.map_or(0, |r| r.born_ms),
             subject: &s.subject,
             served_to: &s.served_to,
         }
@@ -389,11 +383,13 @@ impl Held {
             *self
                 .seen
                 .at(Packed::new([org, namespace, agent, key, &s.served_to])) += 1;
-            if s.recall {
-                let id = if by_id { s.memory_id } else { 0 };
-                let row =
-                    self.recalls
-                        .at((id, Packed::new([org, namespace, agent, key]), s.born_ms));
+            if let Some(recalled) = s.recalled {
+                let id = if by_id { recalled.id } else { 0 };
+                let row = self.recalls.at((
+                    id,
+                    Packed::new([org, namespace, agent, key]),
+                    recalled.born_ms,
+                ));
                 row.n += 1;
                 row.last_ms = row.last_ms.max(s.at_ms);
                 row.slots.push(s.slot);
@@ -491,7 +487,7 @@ impl BatchSink<Served> for Sink {
 
     fn given_up(&self, rows: &[Served]) {
         // The exposures are lost, and with them their recalls.
-        let slots = rows.iter().filter(|s| s.recall);
+        let slots = rows.iter().filter(|s| s.recalled.is_some());
         self.queued.settle(slots.map(|s| s.slot));
     }
 
@@ -540,10 +536,8 @@ mod tests {
             run_id: None,
             request_id: "r".into(),
             at_ms,
-            recall: true,
+            recalled: Some(Recalled { id, born_ms: 0 }),
             answered_recalls: id,
-            memory_id: id,
-            born_ms: 0,
             slot: 0,
         }
     }
