@@ -33,6 +33,8 @@ pub struct App {
     pub keys: JwtKeys,
     /// The revocation list.
     pub revocations: Revocations,
+    /// Whether the store answers, as `/readyz` last found.
+    pub store_check: crate::readiness::StoreCheck,
     /// The rate limiter.
     pub limiter: Arc<dyn RateLimiter>,
     /// The call ledger writer.
@@ -93,6 +95,7 @@ impl App {
             services: Arc::new(services),
             keys,
             revocations: Revocations::default(),
+            store_check: crate::readiness::StoreCheck::default(),
             limiter,
             ledger,
             usage,
@@ -109,6 +112,19 @@ impl App {
     /// loaded (or authentication is off). Migrations ran before [`App`] existed.
     pub fn ready(&self) -> bool {
         !self.config.auth_required || self.revocations.loaded()
+    }
+
+    /// Why the server cannot serve calls now, if it cannot: what `/readyz`
+    /// answers. The revocation list has not loaded, or the store does not
+    /// answer ([`crate::readiness`]).
+    pub async fn not_ready(&self) -> Option<&'static str> {
+        if !self.ready() {
+            return Some("the revocation list has not loaded yet");
+        }
+        if !self.store_check.answers(&self.store).await {
+            return Some("the store does not answer");
+        }
+        None
     }
 }
 

@@ -16,6 +16,7 @@ pub mod cli;
 pub mod config;
 pub mod oauth;
 pub mod pipeline;
+pub mod readiness;
 pub mod tokens;
 pub mod transport;
 pub mod workers;

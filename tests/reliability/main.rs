@@ -8,6 +8,7 @@
 //! The calls go through [`wire::Wire`]: HTTP with the `Idempotency-Key`
 //! header, or MCP `tools/call` with `_idempotency_key`. Rate limits across
 //! replicas (shared buckets in PostgreSQL or Redis) are in `shared_limits`,
+//! readiness while PostgreSQL is unreachable in `store_outage`,
 //! live fuzzing of `/mcp` in `batch_fuzz`.
 
 mod batch_fuzz;
@@ -16,5 +17,6 @@ mod hostile;
 mod isolation;
 mod replicas;
 mod shared_limits;
+mod store_outage;
 mod wire;
 mod writers;

@@ -40,6 +40,7 @@ mod oauth;
 mod oidc;
 mod open;
 pub(crate) mod packed;
+mod probe;
 mod rate_buckets;
 mod read;
 mod session_runs;
@@ -147,6 +148,8 @@ pub struct Store {
     /// What authorization read of namespaces and grants, kept a while
     /// ([`Store::namespace_access`]).
     access: std::sync::Arc<access_cache::AccessCache>,
+    /// `/readyz`'s connection ([`Store::ping`]).
+    probe: std::sync::Arc<probe::Probe>,
 }
 
 impl Store {

@@ -443,6 +443,7 @@ impl Store {
             access: std::sync::Arc::new(super::access_cache::AccessCache::new(
                 options.access_cache,
             )),
+            probe: Default::default(),
         })
     }
 

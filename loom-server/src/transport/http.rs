@@ -3,7 +3,8 @@
 //! `{"error": {code, message, category, retryable, status, …detail}}` with
 //! the matching status, `Retry-After` where there is a wait and
 //! `WWW-Authenticate` on a 401. Every answer carries `x-request-id`.
-//! `/healthz` says the process is alive; `/readyz` that it can serve calls.
+//! `/healthz` says the process is alive; `/readyz` that it can serve calls
+//! (its revocation list loaded, its store answering).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -105,17 +106,13 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(app): State<Arc<App>>) -> Response {
-    if app.ready() {
-        axum::Json(json!({"status": "ready"})).into_response()
-    } else {
-        error_response(
-            &LoomError::new(
-                ErrorCode::NotReady,
-                "the revocation list has not loaded yet",
-            )
-            .with_retry_after(std::time::Duration::from_secs(1)),
+    match app.not_ready().await {
+        None => axum::Json(json!({"status": "ready"})).into_response(),
+        Some(why) => error_response(
+            &LoomError::new(ErrorCode::NotReady, why)
+                .with_retry_after(std::time::Duration::from_secs(1)),
             None,
-        )
+        ),
     }
 }
 
