@@ -56,20 +56,52 @@ ceiling_rps=""
 # cpu_ticks PID: the process's user and system time so far, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# thread_ticks PID: the server's CPU time so far (user and system, in clock
+# ticks) by kind of thread, as "serving writer checkpoint sqlx other": the
+# runtime's threads that parse, check and answer calls; SQLite's direct
+# writer and checkpoint threads (store::direct, store::checkpoint); sqlx's
+# SQLite connection threads; the rest. A thread that ended meanwhile is
+# not counted (the process's total, in the first table, is).
+thread_ticks() {
+  cat /proc/"$1"/task/*/stat 2>/dev/null | awk '
+    {
+      comm = $0; sub(/^[0-9]+ \(/, "", comm); sub(/\) .*$/, "", comm)
+      rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " ")
+      t = f[12] + f[13]   # stat fields 14 and 15 (utime, stime), counted after the name
+      if (comm ~ /^tokio/) s += t
+      else if (comm ~ /^loom-sqlite-wri/) w += t
+      else if (comm ~ /^loom-sqlite-che/) c += t
+      else if (comm ~ /^sqlx/) q += t
+      else o += t
+    }
+    END { print s + 0, w + 0, c + 0, q + 0, o + 0 }'
+}
+
+declare -a thread_rows=()
+
 # drive LABEL WORKLOAD PORT PID: one wrk run against the server PID; appends
 # a row, with the server's CPU time per call (user and system, over the
 # calls wrk counted): its own work per call, whatever share of the cores
-# wrk or other tenants of the host took.
+# wrk or other tenants of the host took; and a row of that time by kind of
+# thread (thread_ticks), which says which part a change must cut.
 drive() {
-  local label="$1" workload="$2" port="$3" pid="$4" out before
+  local label="$1" workload="$2" port="$3" pid="$4" out before threads_before
   before="$(cpu_ticks "$pid")"
+  threads_before="$(thread_ticks "$pid")"
   out="$(BENCH_WORKLOAD="$workload" wrk -t"$threads" -c"$conns" -d"$duration" --timeout 10s \
     -s bench/wrk.lua "http://127.0.0.1:$port" 2>"$work/wrk.err" | grep '^RESULT' || true)"
   if [ -s "$work/wrk.err" ]; then sed 's/^/    /' "$work/wrk.err" >&2; fi
   read -r _ rps p50 p99 max errs reqs <<<"$out"
-  local cpu
-  cpu="$(awk -v t="$(( $(cpu_ticks "$pid") - before ))" -v hz="$(getconf CLK_TCK)" -v n="$reqs" \
+  local cpu hz
+  hz="$(getconf CLK_TCK)"
+  cpu="$(awk -v t="$(( $(cpu_ticks "$pid") - before ))" -v hz="$hz" -v n="$reqs" \
     'BEGIN { if (n > 0) printf "%.1f", t / hz * 1e6 / n; else print "-" }')"
+  thread_rows+=("$(awk -v a="$threads_before" -v b="$(thread_ticks "$pid")" -v hz="$hz" -v n="$reqs" \
+    -v label="$label" 'BEGIN {
+      split(a, x, " "); split(b, y, " "); row = "| " label
+      for (i = 1; i <= 5; i++) row = row sprintf(" | %s", n > 0 ? sprintf("%.1f", (y[i] - x[i]) / hz * 1e6 / n) : "-")
+      print row " |"
+    }')")
   if [ "$workload" = ceiling ]; then ceiling_rps="$rps"; fi
   add_row "$label" "$rps" "$p50" "$p99" "$max" "$errs" "$reqs" "$cpu"
 }
@@ -231,6 +263,12 @@ cpu="$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
   echo "| server | start to ready ms | idle RSS MB | peak RSS MB |"
   echo "| --- | ---: | ---: | ---: |"
   printf '%s\n' "${servers[@]}"
+  echo
+  echo "The server's CPU µs a call by kind of thread (the last column of the first table, split):"
+  echo
+  echo "| workload | serving | SQLite writer | checkpoint | sqlx's SQLite | other |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+  printf '%s\n' "${thread_rows[@]}"
 } >"$results.new"
 if [ -n "${BENCH_NOTES:-}" ] && [ -f "$BENCH_NOTES" ]; then cat "$BENCH_NOTES" >>"$results.new"; fi
 if [ -f "$results" ]; then echo >>"$results.new"; earlier_runs "$results" >>"$results.new"; fi
