@@ -1916,6 +1916,95 @@ async fn one_lock_holds_a_key_and_only_its_holder_is_released() {
     }
 }
 
+/// A bulk lock over rows of several agents locks one row a key: the
+/// caller's own where its filter matched one, else the first; a key
+/// another agent holds already is kept, and a dry run says the same.
+#[tokio::test]
+async fn a_bulk_lock_takes_one_row_a_key() {
+    for h in common::all().await {
+        let n = h.name();
+        for (agent, key) in [
+            ("b1", "bulk/both"),
+            ("b2", "bulk/both"),
+            ("b2", "bulk/theirs"),
+            ("b3", "bulk/theirs"),
+            ("b2", "bulk/held"),
+            ("b1", "bulk/held"),
+        ] {
+            h.call_as(
+                agent,
+                "memory.set",
+                json!({"memory_key": key, "content": agent}),
+            )
+            .await
+            .unwrap();
+        }
+        h.call_as("b2", "memory.lock", json!({"memory_key": "bulk/held"}))
+            .await
+            .unwrap();
+        let apply = |dry_run: bool| {
+            h.call_as(
+                "b1",
+                "memory.apply",
+                json!({"action": "lock", "filter": {"key_prefix": "bulk/"}, "dry_run": dry_run}),
+            )
+        };
+        let pairs = |v: &Value, field: &str| -> Vec<(String, String)> {
+            let mut out: Vec<(String, String)> = v[field]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| {
+                    (
+                        m["memory_key"].as_str().unwrap().to_owned(),
+                        m["agent"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        let owned = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, a)| ((*k).to_owned(), (*a).to_owned()))
+                .collect()
+        };
+        let preview = apply(true).await.unwrap();
+        let done = apply(false).await.unwrap();
+        for answer in [&preview, &done] {
+            assert_eq!(
+                pairs(answer, "changed"),
+                owned(&[("bulk/both", "b1"), ("bulk/theirs", "b2")]),
+                "{n}: the caller's row of bulk/both, the first of bulk/theirs"
+            );
+            assert_eq!(
+                pairs(answer, "skipped"),
+                owned(&[
+                    ("bulk/both", "b2"),
+                    ("bulk/held", "b1"),
+                    ("bulk/theirs", "b3")
+                ]),
+                "{n}"
+            );
+        }
+        for key in ["bulk/both", "bulk/theirs", "bulk/held"] {
+            let locked = h
+                .count(&format!(
+                    "SELECT COUNT(*) FROM memories WHERE memory_key = '{key}' AND locked = 1"
+                ))
+                .await;
+            assert_eq!(locked, 1, "{n}: one lock holds {key}");
+        }
+        // The caller can release what its bulk lock took.
+        let released = h
+            .call_as("b1", "memory.unlock", json!({"memory_key": "bulk/both"}))
+            .await
+            .unwrap();
+        assert_eq!(released["changed"], true, "{n}");
+    }
+}
+
 /// Many agents locking one key at once: exactly one holds it.
 #[tokio::test]
 async fn agents_locking_a_key_at_once_leave_one_lock() {

@@ -3,6 +3,8 @@
 //! run, inside the transaction, so a dry run reports exactly what the real
 //! run then changes.
 
+use std::collections::HashSet;
+
 use loom_core::{OpCx, OpResult};
 use sqlx::AnyConnection;
 
@@ -19,8 +21,11 @@ enum Step {
     Same,
 }
 
+/// What `action` does to `row`. `key_locked`: a row of its key, this one
+/// or another agent's, is locked, or is to be locked by this call: the
+/// row is kept as it is, but for a lock the row itself already holds.
 fn plan(action: ApplyAction, add: &[String], row: &Row, key_locked: bool, now: i64) -> Step {
-    if key_locked && action != ApplyAction::Lock {
+    if key_locked && !(action == ApplyAction::Lock && row.locked != 0) {
         return Step::Keep("locked");
     }
     let mut new = row.clone();
@@ -127,18 +132,29 @@ pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<App
     };
     let rows = sql::list_all(tx.conn(), cx, &filter, now).await?;
     // A lock holds its key, whichever agent's row carries it.
-    let locked = sql::locked_keys(tx.conn(), cx).await?;
+    let mut locked = sql::locked_keys(tx.conn(), cx).await?;
+    let caller = cx.scope.agent.as_str();
+    // One lock holds a key, so a lock takes one row of each: the caller's
+    // own where the filter matched it (its unlock is the caller's to
+    // make), else the first matched; the key's other rows are kept.
+    let own: HashSet<String> = if input.action == ApplyAction::Lock {
+        rows.iter()
+            .filter(|r| r.agent == caller)
+            .map(|r| r.memory_key.clone())
+            .collect()
+    } else {
+        HashSet::new()
+    };
     let mut changes: Vec<(Row, Row)> = Vec::new();
     let mut skipped = Vec::new();
     for row in rows {
-        match plan(
-            input.action,
-            &add,
-            &row,
-            locked.contains(&row.memory_key),
-            now,
-        ) {
+        let key_locked = locked.contains(&row.memory_key)
+            || (row.agent != caller && own.contains(&row.memory_key));
+        match plan(input.action, &add, &row, key_locked, now) {
             Step::Change(mut new) => {
+                if input.action == ApplyAction::Lock {
+                    locked.insert(row.memory_key.clone());
+                }
                 new.updated_ms = now;
                 changes.push((row, *new));
             }
