@@ -2005,6 +2005,56 @@ async fn a_bulk_lock_takes_one_row_a_key() {
     }
 }
 
+/// A namespace holds at most `MAX_PATTERNS` patterns, and a write of the
+/// largest content is checked against them all: patterns such as
+/// `*aaaa…b`, which a backtracking glob retried at every position of
+/// 64 KiB of `a` for seconds, while every other write waited.
+#[tokio::test]
+async fn a_namespace_holds_a_bounded_number_of_patterns() {
+    use loom_ops::blacklist::MAX_PATTERNS;
+    for h in common::all().await {
+        let n = h.name();
+        let pattern = |k: usize| format!("*{}b{k}", "a".repeat(40 + k % 200));
+        for k in 0..MAX_PATTERNS {
+            let added = h
+                .call("blacklist.add", json!({"pattern": pattern(k)}))
+                .await
+                .unwrap();
+            assert_eq!(added["added"], true, "{n} {k}");
+        }
+        let refused = h
+            .call("blacklist.add", json!({"pattern": pattern(MAX_PATTERNS)}))
+            .await;
+        assert_eq!(code(refused), "INVALID_ARGUMENTS", "{n}");
+        // A pattern held already (matching ignores case) adds nothing, at
+        // the bound too.
+        let again = h
+            .call(
+                "blacklist.add",
+                json!({"pattern": pattern(7).to_uppercase()}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(again["added"], false, "{n}");
+
+        let written = h
+            .call(
+                "memory.set",
+                json!({"memory_key": "long", "content": "a".repeat(64 * 1024)}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(written["changed"], true, "{n}");
+        let refused = h
+            .call(
+                "memory.set",
+                json!({"memory_key": "caught", "content": format!("x{}b0", "a".repeat(40))}),
+            )
+            .await;
+        assert_eq!(code(refused), "BLACKLISTED", "{n}");
+    }
+}
+
 /// Many agents locking one key at once: exactly one holds it.
 #[tokio::test]
 async fn agents_locking_a_key_at_once_leave_one_lock() {

@@ -16,6 +16,11 @@ use crate::outcome::audited;
 use crate::scope::require_namespace;
 use crate::store::{Store, now_ms, rfc3339};
 
+/// The most patterns a namespace holds: every write of content checks
+/// them all (on SQLite inside the store's one writer), so their number
+/// bounds what a write can cost.
+pub const MAX_PATTERNS: usize = 256;
+
 /// Adds a pattern the namespace refuses: a later memory.set or
 /// memory.update whose content matches fails with BLACKLISTED.
 /// Case-insensitive; with * or ? a glob over the whole content, else a
@@ -54,6 +59,15 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
     // Matching ignores case, so a pattern differing from one held only in
     // case adds nothing.
     let held = store::held(tx.conn(), cx, pattern).await?.is_some();
+    if !held && store::patterns(tx.conn(), cx).await?.len() >= MAX_PATTERNS {
+        return Err(invalid(
+            "pattern",
+            format!(
+                "namespace {:?} holds {MAX_PATTERNS} patterns, the most it can: remove one first",
+                cx.scope.namespace
+            ),
+        ));
+    }
     let added = !held && store::insert(tx.conn(), cx, pattern, now).await?;
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
     if input.sweep {
