@@ -102,6 +102,13 @@ async fn a_write_made_with_a_runs_id_carries_it() {
             )
             .await;
         assert_eq!((a.status, a.code()), (409, "RUN_ENDED"), "{n}: {}", a.text);
+        // the envelope's status is the HTTP status; the run's is its own detail
+        assert_eq!(
+            (&a.body["error"]["status"], &a.body["error"]["run_status"]),
+            (&json!(409), &json!("succeeded")),
+            "{n}: {}",
+            a.text
+        );
         let a = t
             .post(
                 "memory.set",
@@ -333,6 +340,22 @@ async fn a_session_run_is_begun_carried_and_closed_on_delete() {
             refused.text
         );
         assert_eq!(runs(&c).await[0]["status"], "open");
+        // nor does run.begin take it for a begin made again, with its very
+        // goal and agent: the id is the session's
+        let refused = t
+            .post(
+                "run.begin",
+                Some(&token),
+                json!({"run_id": run_id, "goal": open[0]["goal"], "agent": "cursor"}),
+            )
+            .await;
+        assert_eq!(
+            (refused.status, refused.body["error"]["code"].as_str()),
+            (422, Some("INVALID_ARGUMENTS")),
+            "{}: {}",
+            t.name(),
+            refused.text
+        );
         // the write carries it and shows it when read
         let got = c.call("loom_memory_get", json!({"memory_key": "a"})).await;
         assert_eq!(got["structuredContent"]["run_id"], run_id.as_str());

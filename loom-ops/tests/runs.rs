@@ -402,3 +402,125 @@ async fn run_get_shows_the_notes_and_changes_of_a_run() {
         );
     }
 }
+
+/// A run keeps at most `MAX_NOTES` notes: one more name is refused with
+/// nothing written, and its notes can still be written over.
+#[tokio::test]
+async fn a_run_keeps_a_bounded_number_of_notes() {
+    use loom_ops::working_memory::MAX_NOTES;
+    for h in common::all().await {
+        let n = h.name();
+        h.call("run.begin", json!({"run_id": "many"}))
+            .await
+            .unwrap();
+        for i in 0..MAX_NOTES {
+            h.call(
+                "working_memory.set",
+                json!({"run_id": "many", "name": format!("n{i}"), "content": "x"}),
+            )
+            .await
+            .unwrap();
+        }
+        for op in ["working_memory.set", "working_memory.append"] {
+            let refused = h
+                .call(
+                    op,
+                    json!({"run_id": "many", "name": "one-more", "content": "x"}),
+                )
+                .await;
+            assert_eq!(code(refused), "INVALID_ARGUMENTS", "{n} {op}");
+        }
+        assert_eq!(h.rows("working_memory").await, MAX_NOTES, "{n}");
+        let kept = h
+            .call(
+                "working_memory.append",
+                json!({"run_id": "many", "name": "n0", "content": "y"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(kept["content"], "x\ny", "{n}");
+    }
+}
+
+/// PostgreSQL: `run.complete` waits for a note's write under way in the
+/// run, so no note changes in a run already ended. The test holds the
+/// note's row, so the append stops after its check of the run, and sees
+/// the completion wait for the append rather than end the run under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_does_not_end_under_a_note_being_written() {
+    use sqlx::Connection;
+    let Some(t) = loom_ops::store::testing::postgres().await else {
+        return;
+    };
+    let h = common::Harness::seeded(t).await;
+    h.call("run.begin", json!({"run_id": "held"}))
+        .await
+        .unwrap();
+    h.call(
+        "working_memory.set",
+        json!({"run_id": "held", "content": "first"}),
+    )
+    .await
+    .unwrap();
+    let schema = h.t.options.pg_schema.clone().expect("a test schema");
+    let mut holder = sqlx::PgConnection::connect(&h.t.options.url).await.unwrap();
+    let mut watcher = sqlx::PgConnection::connect(&h.t.options.url).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "SET search_path TO {schema}; BEGIN; \
+         SELECT content FROM working_memory WHERE run_id = 'held' FOR UPDATE"
+    )))
+    .execute(&mut holder)
+    .await
+    .unwrap();
+    // Statements of this test's schema waiting for another transaction.
+    async fn waiting(watcher: &mut sqlx::PgConnection, statement: &str) -> bool {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0 \
+             AND query LIKE $1",
+        )
+        .bind(format!("{statement}%"))
+        .fetch_one(watcher)
+        .await
+        .unwrap();
+        waiting > 0
+    }
+    let append = h.call(
+        "working_memory.append",
+        json!({"run_id": "held", "content": "after"}),
+    );
+    let complete_and_release = async {
+        // Polled (bounded) until the append waits for the held note.
+        let mut blocked = false;
+        for _ in 0..1000 {
+            if waiting(&mut watcher, "INSERT INTO working_memory").await {
+                blocked = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(blocked, "the append never reached the held note");
+        let complete = h.call("run.complete", json!({"run_id": "held"}));
+        tokio::pin!(complete);
+        // The completion must wait for the append: it either ends first
+        // (the defect) or is seen waiting.
+        let mut seen_waiting = false;
+        for _ in 0..1000 {
+            tokio::select! {
+                early = &mut complete => panic!("the run ended under a note being written: {early:?}"),
+                () = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+            }
+            if waiting(&mut watcher, "UPDATE runs SET status").await {
+                seen_waiting = true;
+                break;
+            }
+        }
+        assert!(seen_waiting, "the completion neither ended nor waited");
+        sqlx::raw_sql("COMMIT").execute(&mut holder).await.unwrap();
+        complete.await
+    };
+    let (appended, completed) = tokio::join!(append, complete_and_release);
+    assert_eq!(appended.unwrap()["content"], "first\nafter");
+    assert_eq!(completed.unwrap()["status"], "succeeded");
+    let got = h.call("run.get", json!({"run_id": "held"})).await.unwrap();
+    assert_eq!(got["working_memory"][0]["content"], "first\nafter");
+}

@@ -48,7 +48,14 @@ async fn begin(cx: &OpCx, input: RunBegin) -> OpResult<Run> {
         let existing = store::get(tx.conn(), cx, &run_id).await?;
         tx.rollback().await?;
         return match existing {
-            Some(r) if r.status == "open" && r.agent == cx.scope.agent && r.goal == row.goal => {
+            // The same begin again; an MCP session's implicit run is its
+            // session's, never one run.begin made.
+            Some(r)
+                if r.status == "open"
+                    && r.session_id.is_none()
+                    && r.agent == cx.scope.agent
+                    && r.goal == row.goal =>
+            {
                 Ok(r.to_run(false))
             }
             _ => Err(validate::invalid(

@@ -4,7 +4,7 @@ use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 use sqlx::AnyConnection;
 
 use super::model::Run;
-use crate::store::{db_error, rfc3339};
+use crate::store::{Backend, Store, db_error, rfc3339};
 
 /// A `runs` row.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -90,9 +90,34 @@ pub async fn require_open(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> 
             ),
         )
         .with_detail("run_id", run_id)
-        .with_detail("status", run.status)),
+        .with_detail("run_status", run.status)),
         Some(_) => Ok(()),
     }
+}
+
+/// [`require_open`] for a write that keeps something for the run, holding
+/// the run's row (PostgreSQL: `FOR SHARE`) until the write's transaction
+/// ends: `run.complete` ([`close`]) waits for the write instead of ending
+/// the run between its check and its commit, which left a note written
+/// into a run already ended. SQLite's writes run one at a time already.
+pub async fn hold_open(
+    conn: &mut AnyConnection,
+    store: &Store,
+    cx: &OpCx,
+    run_id: &str,
+) -> OpResult<()> {
+    if store.backend() == Backend::Postgres {
+        sqlx::query(
+            "SELECT 1 FROM runs WHERE org = $1 AND namespace = $2 AND run_id = $3 FOR SHARE",
+        )
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(run_id)
+        .execute(&mut *conn)
+        .await
+        .map_err(db_error)?;
+    }
+    require_open(conn, cx, run_id).await
 }
 
 /// The namespace's most recent runs, newest first.

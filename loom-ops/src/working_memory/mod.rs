@@ -30,6 +30,10 @@ async fn append(cx: &OpCx, input: WorkingMemoryWrite) -> OpResult<WorkingMemory>
     write(cx, input, true).await
 }
 
+/// The most notes (names) a run keeps: `run.get` answers them all, into
+/// an agent's context, so their number and size (64 KiB each) bound it.
+pub const MAX_NOTES: i64 = 32;
+
 async fn write(cx: &OpCx, input: WorkingMemoryWrite, append: bool) -> OpResult<WorkingMemory> {
     // Working memory is kept per run, named by the call: the op is not
     // run-scoped, so no session's run stands in for it.
@@ -42,8 +46,29 @@ async fn write(cx: &OpCx, input: WorkingMemoryWrite, append: bool) -> OpResult<W
     let now = now_ms();
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
-    // A run's notes belong to a run in progress in the namespace.
-    crate::run::store::require_open(tx.conn(), cx, &run_id).await?;
+    // A run's notes belong to a run in progress in the namespace, held so
+    // until this write commits.
+    crate::run::store::hold_open(tx.conn(), store, cx, &run_id).await?;
+    let others: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM working_memory WHERE org = $1 AND namespace = $2 AND run_id = $3 \
+         AND name <> $4",
+    )
+    .bind(&cx.scope.org)
+    .bind(&cx.scope.namespace)
+    .bind(&run_id)
+    .bind(&name)
+    .fetch_one(tx.conn())
+    .await
+    .map_err(db_error)?;
+    if others >= MAX_NOTES {
+        return Err(validate::invalid(
+            "name",
+            format!(
+                "run {run_id:?} keeps {MAX_NOTES} notes, the most a run keeps: write one of them \
+                 instead. Nothing was written"
+            ),
+        ));
+    }
     let sql = if append {
         "INSERT INTO working_memory (org, namespace, run_id, name, content, agent, updated_ms) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (org, namespace, run_id, name) DO UPDATE \
