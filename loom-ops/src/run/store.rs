@@ -96,10 +96,12 @@ pub async fn require_open(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> 
 }
 
 /// [`require_open`] for a write that keeps something for the run, holding
-/// the run's row (PostgreSQL: `FOR SHARE`) until the write's transaction
+/// the run's row (PostgreSQL: `FOR UPDATE`) until the write's transaction
 /// ends: `run.complete` ([`close`]) waits for the write instead of ending
 /// the run between its check and its commit, which left a note written
-/// into a run already ended. SQLite's writes run one at a time already.
+/// into a run already ended; and two such writes of one run take turns,
+/// so what one counts of the run's notes the other cannot change
+/// meanwhile. SQLite's writes run one at a time already.
 pub async fn hold_open(
     conn: &mut AnyConnection,
     store: &Store,
@@ -108,7 +110,7 @@ pub async fn hold_open(
 ) -> OpResult<()> {
     if store.backend() == Backend::Postgres {
         sqlx::query(
-            "SELECT 1 FROM runs WHERE org = $1 AND namespace = $2 AND run_id = $3 FOR SHARE",
+            "SELECT 1 FROM runs WHERE org = $1 AND namespace = $2 AND run_id = $3 FOR UPDATE",
         )
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
