@@ -31,6 +31,24 @@ async fn ask_quotes_the_best_evidence_or_abstains() {
             "{n}"
         );
 
+        // A hit found by its key alone has no sentence to quote: no
+        // sentence of it shares a word with the question.
+        h.call(
+            "memory.set",
+            json!({"memory_key": "backup_schedule", "content": "Runs at 2am. Owner is the ops team."}),
+        )
+        .await
+        .unwrap();
+        let by_key = h
+            .call("memory.ask", json!({"question": "backup schedule"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            (&by_key["abstain"], by_key.get("answer")),
+            (&json!(true), None),
+            "{n}: {by_key}"
+        );
+
         let none = h
             .call(
                 "memory.ask",

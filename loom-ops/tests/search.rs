@@ -328,6 +328,29 @@ async fn the_profile_is_kept_per_namespace_and_searched() {
 }
 
 #[tokio::test]
+async fn a_profile_word_is_found_however_late_in_its_section() {
+    for h in common::all().await {
+        let n = h.name();
+        let persona = "I am a backend engineer who loves writing careful Rust code, reviewing \
+            pull requests, mentoring juniors, running marathons, baking sourdough bread, and \
+            playing chess with friends on weekends.";
+        h.call("profile.set", json!({"persona": persona}))
+            .await
+            .unwrap();
+        let found = h
+            .call("search.query", json!({"query": "sourdough chess"}))
+            .await
+            .unwrap();
+        assert_eq!(found["profile"][0]["section"], "persona", "{n}: {found}");
+        assert_eq!(
+            found["profile"][0]["matched"],
+            json!(["sourdough", "chess"]),
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn search_query_fans_out_to_the_callers_other_memory_namespaces() {
     for h in common::all().await {
         let n = h.name();

@@ -62,6 +62,19 @@ fn sentences(text: &str) -> Vec<&str> {
     out
 }
 
+/// The sentence of `text` sharing the most of `terms`, the first of
+/// those that share as many; `None` when none shares one.
+fn best_sentence<'t>(terms: &[String], text: &'t str) -> Option<&'t str> {
+    let mut best: Option<(usize, &str)> = None;
+    for s in sentences(text) {
+        let n = matched(terms, s).len();
+        if n > 0 && best.is_none_or(|(most, _)| n > most) {
+            best = Some((n, s));
+        }
+    }
+    best.map(|(_, s)| s)
+}
+
 /// `memory.ask`.
 pub async fn ask(store: &Store, cx: &OpCx, input: MemoryAsk) -> OpResult<MemoryAnswer> {
     let limit = validate::limit(input.limit, 5, 20)?;
@@ -91,21 +104,16 @@ pub async fn ask(store: &Store, cx: &OpCx, input: MemoryAsk) -> OpResult<MemoryA
         })
         .collect();
     let needed = terms.len().div_ceil(2).max(1);
-    let best = evidence.iter().find(|e| e.matched.len() >= needed);
-    let answer = best.and_then(|e| {
-        sentences(&e.content)
-            .into_iter()
-            .map(|s| (matched(&terms, s).len(), s))
-            .max_by_key(|(n, _)| *n)
-            .map(|(_, s)| s.to_owned())
-    });
+    // The first strong enough hit with a sentence sharing a question term:
+    // a hit found by its key alone has no sentence to quote.
+    let found = evidence
+        .iter()
+        .filter(|e| e.matched.len() >= needed)
+        .find_map(|e| best_sentence(&terms, &e.content).map(|s| (e, s)));
     Ok(MemoryAnswer {
-        abstain: answer.is_none(),
-        cited: answer
-            .as_ref()
-            .and(best)
-            .map(|e| format!("{}@v{}", e.memory_key, e.version)),
-        answer,
+        abstain: found.is_none(),
+        cited: found.map(|(e, _)| format!("{}@v{}", e.memory_key, e.version)),
+        answer: found.map(|(_, s)| s.to_owned()),
         evidence,
     })
 }
@@ -127,6 +135,23 @@ mod tests {
             .join(" ")
             + " the backup target is narwhalstore.";
         assert_eq!(matched(&["narwhalstore".into()], &text), ["narwhalstore"]);
+    }
+
+    #[test]
+    fn the_sentence_quoted_shares_a_term_and_the_first_wins_ties() {
+        let terms = ["backup".to_owned(), "nightly".to_owned()];
+        assert_eq!(
+            best_sentence(&terms, "Backup runs nightly. Backup is kept. Owner is ops."),
+            Some("Backup runs nightly.")
+        );
+        assert_eq!(
+            best_sentence(
+                &terms,
+                "Kept 30 days. Backup goes offsite. Backup is checked."
+            ),
+            Some("Backup goes offsite.")
+        );
+        assert_eq!(best_sentence(&terms, "Runs at 2am. Owner is ops."), None);
     }
 
     #[test]

@@ -103,12 +103,8 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     ]
     .into_iter()
     .filter_map(|(section, content)| {
-        let words = rank::terms(&content);
-        let matched: Vec<String> = terms
-            .iter()
-            .filter(|t| words.contains(t))
-            .cloned()
-            .collect();
+        // Every word of the section, not a query's first sixteen.
+        let matched = crate::memory::ask::matched(&terms, &content);
         (!matched.is_empty()).then(|| ProfileHit {
             section: section.to_owned(),
             content: bodies.apply(content),
