@@ -845,6 +845,11 @@ async fn search_and_listings_show_only_what_the_caller_may_read() {
         assert_eq!(found(&a), ["default", "far", "team", "vault"], "{n}");
         let a = t.post("namespace.list", Some(&own), list.clone()).await;
         assert_eq!(listed(&a), ["default", "far", "team", "vault"], "{n}");
+        // and works in them all: a token naming none covers them as `*` does
+        let a = t
+            .post("namespace.list_mine", Some(&own), list.clone())
+            .await;
+        assert_eq!(listed(&a), ["default", "far", "team", "vault"], "{n}");
 
         // a token naming `*` covers every namespace, as it does for a read
         let star = t.token("globex", "sol", Role::Viewer, &["*"]);

@@ -55,7 +55,13 @@ impl Caller {
     /// Whether the token covers `namespace` with its own role claim: it
     /// names it or `*`, or names none.
     pub fn covers(&self, namespace: &str) -> bool {
-        self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == "*" || n == namespace)
+        self.covers_every_namespace() || self.namespaces.iter().any(|n| n == namespace)
+    }
+
+    /// Whether the token covers every namespace of its org: it names `*`,
+    /// or names none.
+    pub fn covers_every_namespace(&self) -> bool {
+        self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == "*")
     }
 
     /// Whether `org`'s restricted namespaces are shut to this caller: its

@@ -322,8 +322,25 @@ async fn namespaces_describe_themselves_and_list() {
             "INVALID_ARGUMENTS",
             "{n}: a kind no namespace can have"
         );
+        // a token naming no namespace works in every one, as `*`; one
+        // naming its own, in that one
         assert_eq!(
             names(&h.call("namespace.list_mine", json!({})).await.unwrap()),
+            ["main", "secret", "team"],
+            "{n}"
+        );
+        assert_eq!(
+            names(
+                &h.call_with_token(
+                    common::AGENT,
+                    None,
+                    &["main"],
+                    "namespace.list_mine",
+                    json!({})
+                )
+                .await
+                .unwrap()
+            ),
             ["main"],
             "{n}"
         );

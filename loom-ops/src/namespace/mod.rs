@@ -30,7 +30,7 @@ async fn get(cx: &OpCx, _input: NamespaceGet) -> OpResult<Namespace> {
 /// namespace's details use namespace.get.
 #[loom_op(role = "viewer", idempotent)]
 async fn list_mine(cx: &OpCx, input: NamespaceList) -> OpResult<NamespacePage> {
-    if cx.caller.namespaces.iter().any(|n| n == "*") {
+    if cx.caller.covers_every_namespace() {
         return page(cx, input, None).await;
     }
     let store = cx.service::<Store>()?;
