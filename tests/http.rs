@@ -951,7 +951,9 @@ async fn idempotency_keys_replay_only_to_their_principal() {
         let boss = t.token("acme", "boss", Role::Admin, &[]);
         let other = t.token("acme", "other-admin", Role::Admin, &[]);
         let set = |who: &str| json!({"subject": who, "role": "writer"});
-        let ok_rows = "SELECT COUNT(*) FROM audit_log WHERE op = 'grants.set' AND outcome = 'ok'";
+        // the runs of the op (a replay is audited as `replayed`)
+        let ok_rows =
+            "SELECT COUNT(*) FROM audit_log WHERE op = 'grants.set' AND outcome IN ('ok', 'noop')";
 
         let first = t
             .send(
@@ -1019,6 +1021,24 @@ async fn idempotency_keys_replay_only_to_their_principal() {
         assert!(a.header("idempotent-replayed").is_none(), "{n}");
         assert_eq!(a.body["previous_role"], "writer", "{n}: it ran");
         assert_eq!(t.count(ok_rows).await, 2, "{n}");
+        // and, the grant being as asked already, changed nothing
+        let noop = "SELECT COUNT(*) FROM audit_log WHERE op = 'grants.set' AND outcome = 'noop'";
+        assert_eq!(t.count(noop).await, 1, "{n}");
+        // as does removing a grant nobody holds
+        let a = t
+            .post(
+                "grants.set",
+                Some(&boss),
+                json!({"subject": "nobody", "role": "none"}),
+            )
+            .await;
+        assert_eq!(
+            (a.status, &a.body["role"], &a.body["previous_role"]),
+            (200, &Value::Null, &Value::Null),
+            "{n}: {}",
+            a.text
+        );
+        assert_eq!(t.count(noop).await, 2, "{n}");
 
         // checked only after authorization: a viewer with the stored key gets 403, not the answer
         let viewer = t.token("acme", "boss", Role::Viewer, &[]);

@@ -153,6 +153,29 @@ async fn set(cx: &OpCx, input: GrantsSetInput) -> OpResult<GrantSet> {
     // passes authorization for any name, and a grant planted ahead of a
     // namespace would hand it out the moment someone creates it.
     crate::scope::require_namespace(tx.conn(), cx).await?;
+    let held: Option<String> = sqlx::query_scalar(
+        "SELECT role FROM grants WHERE org = $1 AND namespace = $2 AND subject = $3",
+    )
+    .bind(org)
+    .bind(namespace)
+    .bind(subject)
+    .fetch_optional(tx.conn())
+    .await
+    .map_err(db_error)?;
+    let answer = GrantSet {
+        org: org.clone(),
+        namespace: namespace.clone(),
+        subject: subject.to_owned(),
+        role: role.map(|r| r.as_str().to_owned()),
+        previous_role: previous_role.map(|r| r.as_str().to_owned()),
+    };
+    // The grant is as asked already (none to remove, or the same role):
+    // nothing is written, and the audit row says so.
+    if held.as_deref() == role.map(|r| r.as_str()) {
+        tx.rollback().await?;
+        store.audit_outcome(cx, "noop").await?;
+        return Ok(answer);
+    }
     match role {
         Some(role) => {
             sqlx::query(
@@ -183,11 +206,5 @@ async fn set(cx: &OpCx, input: GrantsSetInput) -> OpResult<GrantSet> {
     tx.commit(cx).await?;
     // The pipeline's next authorization reads the grant as it is now.
     store.forget_namespace_access();
-    Ok(GrantSet {
-        org: org.clone(),
-        namespace: namespace.clone(),
-        subject: subject.to_owned(),
-        role: role.map(|r| r.as_str().to_owned()),
-        previous_role: previous_role.map(|r| r.as_str().to_owned()),
-    })
+    Ok(answer)
 }
