@@ -530,7 +530,7 @@ fn refuse_bad_namespace(command: &str, namespaces: &[String]) -> Result<(), Stri
 /// refused (`also` names what else it may not be).
 fn not_a_name(command: &str, what: &str, name: &str, also: &str) -> String {
     format!(
-        "{command}: {what} {name:?} is not a name: 1 to 256 bytes, no control characters, not blank{also}"
+        "{command}: {what} {name:?} is not a name: 1 to 256 bytes, no control characters, no space at either end, not blank{also}"
     )
 }
 
@@ -665,10 +665,12 @@ async fn user_disable(username: String) -> Result<(), String> {
 }
 
 /// A name an org or namespace may have: what a call may name (at most 256
-/// bytes, no control characters), not empty or blank, and not `*`, which a
-/// token uses for "every one".
+/// bytes, no control characters, no space at either end: a call's names
+/// are trimmed, so ` team ` could be created and never named), not empty
+/// or blank, and not `*`, which a token uses for "every one".
 fn valid_scope_name(name: &str) -> bool {
     !name.trim().is_empty()
+        && name.trim() == name
         && name.len() <= 256
         && name != "*"
         && !name.chars().any(char::is_control)

@@ -308,6 +308,19 @@ fn blank_names_are_refused_before_anything_is_written() {
             "--role",
             "admin",
         ],
+        // a call's names are trimmed: one with a space at an end could be
+        // made and never named
+        &[
+            "token",
+            "mint",
+            "--org",
+            "default",
+            "--subject",
+            " alice ",
+            "--role",
+            "writer",
+        ],
+        &["namespace", "add", "default", " spaced "],
     ] {
         let out = loom()
             .args(args)
