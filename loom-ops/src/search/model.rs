@@ -75,14 +75,23 @@ fn snippet(text: String) -> String {
     let Some((end, _)) = text.char_indices().nth(SNIPPET_CHARS) else {
         return text;
     };
-    let head = &text[..end];
+    let (head, rest) = text.split_at(end);
+    // Only spaces past the count: nothing is cut.
+    if rest.trim_start().is_empty() {
+        return head.trim_end().to_owned();
+    }
     let floor = head
         .char_indices()
         .nth(SNIPPET_CHARS * 4 / 5)
         .map_or(0, |(i, _)| i);
-    let cut = match head.rfind(char::is_whitespace) {
-        Some(space) if space >= floor => space,
-        _ => end,
+    // A word that ends where the count does is whole.
+    let cut = if rest.starts_with(char::is_whitespace) {
+        end
+    } else {
+        match head.rfind(char::is_whitespace) {
+            Some(space) if space >= floor => space,
+            _ => end,
+        }
     };
     format!("{}…", head[..cut].trim_end())
 }
@@ -146,5 +155,15 @@ mod tests {
         assert_eq!(cut.chars().count(), SNIPPET_CHARS + 1);
         assert!(cut.ends_with("é…"));
         assert_eq!(Bodies::None.apply("text".into()), "");
+    }
+
+    #[test]
+    fn a_word_ending_at_the_count_is_kept_and_trailing_space_is_no_cut() {
+        // "okapi ", 38 × "abcd " and "abcd": the last ends at character 200.
+        let text = format!("okapi {}abcd", "abcd ".repeat(38));
+        assert_eq!(text.chars().count(), 200);
+        let more = format!("{text} more words");
+        assert_eq!(Bodies::Snippet.apply(more), format!("{text}…"));
+        assert_eq!(Bodies::Snippet.apply(format!("{text}   ")), text);
     }
 }
