@@ -451,6 +451,73 @@ async fn insert_rows(h: &common::Harness, rows: &[Seed<'_>]) {
     h.store().index_queued_writes().await.unwrap();
 }
 
+/// `recent` is newest first: a row changed a minute before another comes
+/// after it however much better it matches; rows changed in one instant
+/// go by their match.
+#[tokio::test]
+async fn recent_is_newest_first_and_the_match_breaks_ties() {
+    for h in common::all().await {
+        let n = h.name();
+        let now = loom_ops::store::now_ms();
+        let (minute, hour) = (60_000, 3_600_000);
+        let row = |key: &str, content: &str, updated_ms: i64| -> Seed<'static> {
+            (
+                common::ORG,
+                common::NS,
+                key.to_owned(),
+                content.to_owned(),
+                0,
+                None,
+                updated_ms,
+            )
+        };
+        // Rows without the word, so that it is a rare one and the match
+        // scores well apart (SQLite's bm25 weighs a word by its rarity).
+        let filler: Vec<Seed<'static>> = (0..40)
+            .map(|i| {
+                row(
+                    &format!("filler-{i}"),
+                    "nothing to see here at all",
+                    now - 3 * hour,
+                )
+            })
+            .collect();
+        insert_rows(&h, &filler).await;
+        insert_rows(
+            &h,
+            &[
+                row("older", "quokka quokka quokka quokka habitat", now - minute),
+                row(
+                    "newer",
+                    "a quokka mentioned once among many other words here",
+                    now,
+                ),
+                row(
+                    "tie-weak",
+                    "one quokka among many other words in this text",
+                    now - 2 * hour,
+                ),
+                row("tie-strong", "quokka quokka quokka", now - 2 * hour),
+            ],
+        )
+        .await;
+        let found = h
+            .call(
+                "search.query",
+                json!({"query": "quokka", "recipe": "recent"}),
+            )
+            .await
+            .unwrap();
+        let keys: Vec<&str> = found["memory"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["memory_key"].as_str().unwrap())
+            .collect();
+        assert_eq!(keys, ["newer", "older", "tie-strong", "tie-weak"], "{n}");
+    }
+}
+
 /// More rows holding a word than both retrieval passes read (2 x 100).
 const MANY: usize = 450;
 
