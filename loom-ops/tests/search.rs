@@ -518,6 +518,44 @@ async fn recent_is_newest_first_and_the_match_breaks_ties() {
     }
 }
 
+/// A word of a name (`deploy.window`, `db/choice`, `ns:key`,
+/// `bob@example.com`), in a key or in the text, is found by itself on both
+/// backends, as the query's words are split.
+#[tokio::test]
+async fn the_parts_of_a_name_are_found() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "deploy.window", "content": "Deploys happen on Tuesdays."}),
+        )
+        .await
+        .unwrap();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "notes", "content": "See db/choice and team:owner, or ask bob@example.com."}),
+        )
+        .await
+        .unwrap();
+        for (query, key) in [
+            ("window", "deploy.window"),
+            ("deploy window", "deploy.window"),
+            ("choice", "notes"),
+            ("owner", "notes"),
+            ("example", "notes"),
+        ] {
+            let found = h
+                .call("search.query", json!({"query": query}))
+                .await
+                .unwrap();
+            assert_eq!(
+                found["memory"][0]["memory_key"], key,
+                "{n} {query}: {found}"
+            );
+        }
+    }
+}
+
 /// More rows holding a word than both retrieval passes read (2 x 100).
 const MANY: usize = 450;
 
