@@ -1260,6 +1260,22 @@ async fn bad_input_is_refused_with_its_code_and_writes_nothing() {
                 json!({"memory_key": "k", "limit": -5}),
                 "INVALID_ARGUMENTS",
             ),
+            // versions start at 1: no write can be stale against 0 or less
+            (
+                "memory.update",
+                json!({"memory_key": "k", "content": "x", "if_version": -1}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.pin",
+                json!({"memory_key": "k", "if_version": 0}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.get",
+                json!({"memory_key": "k", "if_version": 0}),
+                "INVALID_ARGUMENTS",
+            ),
             (
                 "memory.delete",
                 json!({"memory_key": "k"}),

@@ -100,6 +100,7 @@ pub struct MemoryUpdate {
     /// The key.
     pub memory_key: String,
     /// Refuse with VERSION_CONFLICT unless this is the current version.
+    #[schemars(range(min = 1))]
     pub if_version: Option<i64>,
     /// New content.
     pub content: Option<String>,
@@ -127,6 +128,7 @@ pub struct MemoryKey {
     /// The key.
     pub memory_key: String,
     /// Refuse with VERSION_CONFLICT unless this is the current version.
+    #[schemars(range(min = 1))]
     pub if_version: Option<i64>,
     /// The namespace (default: the caller's).
     pub namespace: Option<String>,
@@ -141,6 +143,7 @@ pub struct MemoryGet {
     /// The key.
     pub memory_key: String,
     /// Refuse with VERSION_CONFLICT unless this is the current version (not with as_of).
+    #[schemars(range(min = 1))]
     pub if_version: Option<i64>,
     /// RFC 3339: return the version current at that time (not with if_version).
     pub as_of: Option<String>,
