@@ -1622,21 +1622,31 @@ async fn a_pinned_memory_takes_no_expiry() {
             .await
             .unwrap();
         assert_eq!(got.get("expires_at"), None, "pinning removes it: {n}");
-        for (op, args) in [
+        // An expiry past is no expiry a write gives; one to come is one a
+        // pin refuses.
+        for (op, args, refused) in [
             (
                 "memory.update",
                 json!({"memory_key": "pinned", "expires_at": past}),
+                "INVALID_ARGUMENTS",
             ),
             (
                 "memory.set",
                 json!({"memory_key": "pinned", "content": "keep me", "expires_at": past}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                "memory.update",
+                json!({"memory_key": "pinned", "expires_at": later}),
+                "PINNED_CONFLICT",
             ),
             (
                 "memory.set",
                 json!({"memory_key": "pinned", "content": "new", "expires_at": later}),
+                "PINNED_CONFLICT",
             ),
         ] {
-            assert_eq!(code(h.call(op, args).await), "PINNED_CONFLICT", "{op} {n}");
+            assert_eq!(code(h.call(op, args).await), refused, "{op} {n}");
         }
         assert_eq!(
             content_of(&h, AGENT, "pinned").await.unwrap(),

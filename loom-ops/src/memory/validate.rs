@@ -166,13 +166,31 @@ pub fn fields(
     let expiry = match expires_at {
         None => Expiry::Keep,
         Some(None) => Expiry::Clear,
-        Some(Some(s)) => Expiry::At(time("expires_at", s)?),
+        Some(Some(s)) => Expiry::At(future("expires_at", s)?),
     };
     Ok((
         kind.map(self::kind).transpose()?,
         labels.map(self::labels).transpose()?,
         expiry,
     ))
+}
+
+/// An expiry the write gives (`field`, RFC 3339): a time to come. One past
+/// would make a memory that no read finds (or expire a live one by a
+/// write meant to change it), most likely a client's clock or time zone
+/// gone wrong; expiring now is `memory.delete`'s or `memory.apply`'s.
+fn future(field: &str, s: &str) -> OpResult<i64> {
+    let at = time(field, s)?;
+    if at <= crate::store::now_ms() {
+        return Err(invalid(
+            field,
+            format!(
+                "{field} {s:?} is not in the future; to end a memory now use memory.delete \
+                 (or memory.apply with action expire)"
+            ),
+        ));
+    }
+    Ok(at)
 }
 
 /// A page size: default `default`, at least 1, at most `max` (larger is clamped).
