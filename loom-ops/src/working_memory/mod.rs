@@ -49,26 +49,6 @@ async fn write(cx: &OpCx, input: WorkingMemoryWrite, append: bool) -> OpResult<W
     // A run's notes belong to a run in progress in the namespace, held so
     // until this write commits.
     crate::run::store::hold_open(tx.conn(), store, cx, &run_id).await?;
-    let others: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM working_memory WHERE org = $1 AND namespace = $2 AND run_id = $3 \
-         AND name <> $4",
-    )
-    .bind(&cx.scope.org)
-    .bind(&cx.scope.namespace)
-    .bind(&run_id)
-    .bind(&name)
-    .fetch_one(tx.conn())
-    .await
-    .map_err(db_error)?;
-    if others >= MAX_NOTES {
-        return Err(validate::invalid(
-            "name",
-            format!(
-                "run {run_id:?} keeps {MAX_NOTES} notes, the most a run keeps: write one of them \
-                 instead. Nothing was written"
-            ),
-        ));
-    }
     let sql = if append {
         "INSERT INTO working_memory (org, namespace, run_id, name, content, agent, updated_ms) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (org, namespace, run_id, name) DO UPDATE \
@@ -91,8 +71,11 @@ async fn write(cx: &OpCx, input: WorkingMemoryWrite, append: bool) -> OpResult<W
         q = q.bind("\n");
     }
     q.execute(tx.conn()).await.map_err(db_error)?;
-    let (content,): (String,) = sqlx::query_as(
-        "SELECT content FROM working_memory WHERE org = $1 AND namespace = $2 AND run_id = $3 AND name = $4",
+    // The note as written, and how many the run keeps now.
+    let (content, notes): (String, i64) = sqlx::query_as(
+        "SELECT content, (SELECT COUNT(*) FROM working_memory AS w WHERE w.org = $1 \
+         AND w.namespace = $2 AND w.run_id = $3) FROM working_memory \
+         WHERE org = $1 AND namespace = $2 AND run_id = $3 AND name = $4",
     )
     .bind(&cx.scope.org)
     .bind(&cx.scope.namespace)
@@ -101,6 +84,16 @@ async fn write(cx: &OpCx, input: WorkingMemoryWrite, append: bool) -> OpResult<W
     .fetch_one(tx.conn())
     .await
     .map_err(db_error)?;
+    if notes > MAX_NOTES {
+        tx.rollback().await?;
+        return Err(validate::invalid(
+            "name",
+            format!(
+                "run {run_id:?} keeps {MAX_NOTES} notes, the most a run keeps: write one of them \
+                 instead. Nothing was written"
+            ),
+        ));
+    }
     if content.len() > validate::MAX_CONTENT_BYTES {
         tx.rollback().await?;
         return Err(validate::invalid(
