@@ -143,16 +143,13 @@ async fn set(cx: &OpCx, input: GrantsSetInput) -> OpResult<GrantSet> {
     }
     let store = cx.service::<Store>()?;
     let (org, namespace) = (&cx.scope.org, &cx.scope.namespace);
-    let previous_role = store
-        .namespace_access_now(org, namespace, subject)
-        .await?
-        .granted;
     let role = input.role.role();
     let mut tx = store.begin_write().await?;
     // A grant is on a namespace that exists: an admin of the whole org
     // passes authorization for any name, and a grant planted ahead of a
     // namespace would hand it out the moment someone creates it.
     crate::scope::require_namespace(tx.conn(), cx).await?;
+    // The grant as it is, read in the transaction that changes it.
     let held: Option<String> = sqlx::query_scalar(
         "SELECT role FROM grants WHERE org = $1 AND namespace = $2 AND subject = $3",
     )
@@ -167,7 +164,7 @@ async fn set(cx: &OpCx, input: GrantsSetInput) -> OpResult<GrantSet> {
         namespace: namespace.clone(),
         subject: subject.to_owned(),
         role: role.map(|r| r.as_str().to_owned()),
-        previous_role: previous_role.map(|r| r.as_str().to_owned()),
+        previous_role: held.clone(),
     };
     // The grant is as asked already (none to remove, or the same role):
     // nothing is written, and the audit row says so.
