@@ -328,34 +328,26 @@ async fn a_session_run_is_begun_carried_and_closed_on_delete() {
         assert_eq!(open[0]["agent"], "cursor");
         assert_eq!(open[0]["subject"], "ana");
         // run.complete ends runs begun with run.begin, not the session's
-        // (its next call would carry it still)
-        let refused = t
-            .post("run.complete", Some(&token), json!({"run_id": run_id}))
-            .await;
-        assert_eq!(
-            (refused.status, refused.body["error"]["code"].as_str()),
-            (422, Some("INVALID_ARGUMENTS")),
-            "{}: {}",
-            t.name(),
-            refused.text
-        );
-        assert_eq!(runs(&c).await[0]["status"], "open");
-        // nor does run.begin take it for a begin made again, with its very
-        // goal and agent: the id is the session's
-        let refused = t
-            .post(
+        // (its next call would carry it still); nor does run.begin take it
+        // for a begin made again, with its very goal and agent: the id is
+        // the session's
+        for (op, args) in [
+            ("run.complete", json!({"run_id": run_id})),
+            (
                 "run.begin",
-                Some(&token),
                 json!({"run_id": run_id, "goal": open[0]["goal"], "agent": "cursor"}),
-            )
-            .await;
-        assert_eq!(
-            (refused.status, refused.body["error"]["code"].as_str()),
-            (422, Some("INVALID_ARGUMENTS")),
-            "{}: {}",
-            t.name(),
-            refused.text
-        );
+            ),
+        ] {
+            let refused = t.post(op, Some(&token), args).await;
+            assert_eq!(
+                (refused.status, refused.body["error"]["code"].as_str()),
+                (422, Some("INVALID_ARGUMENTS")),
+                "{} {op}: {}",
+                t.name(),
+                refused.text
+            );
+            assert_eq!(runs(&c).await[0]["status"], "open");
+        }
         // the write carries it and shows it when read
         let got = c.call("loom_memory_get", json!({"memory_key": "a"})).await;
         assert_eq!(got["structuredContent"]["run_id"], run_id.as_str());

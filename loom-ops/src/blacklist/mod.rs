@@ -58,8 +58,10 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
     let now = now_ms();
     // Matching ignores case, so a pattern differing from one held only in
     // case adds nothing.
-    let held = store::held(tx.conn(), cx, pattern).await?.is_some();
-    if !held && store::patterns(tx.conn(), cx).await?.len() >= MAX_PATTERNS {
+    let patterns = store::patterns(tx.conn(), cx).await?;
+    let count = patterns.len();
+    let held = store::held_among(patterns, pattern).is_some();
+    if !held && count >= MAX_PATTERNS {
         return Err(invalid(
             "pattern",
             format!(

@@ -77,11 +77,13 @@ pub async fn listed(conn: &mut AnyConnection, cx: &OpCx) -> OpResult<Vec<(String
 /// The held pattern equal to `pattern` ignoring case, as patterns match
 /// (at most one is held: adding refuses a second).
 pub async fn held(conn: &mut AnyConnection, cx: &OpCx, pattern: &str) -> OpResult<Option<String>> {
+    Ok(held_among(patterns(conn, cx).await?, pattern))
+}
+
+/// The one of `patterns` (the namespace's) equal to `pattern` ignoring case.
+pub fn held_among(patterns: Vec<String>, pattern: &str) -> Option<String> {
     let folded = pattern.to_lowercase();
-    Ok(patterns(conn, cx)
-        .await?
-        .into_iter()
-        .find(|p| p.to_lowercase() == folded))
+    patterns.into_iter().find(|p| p.to_lowercase() == folded)
 }
 
 /// Removes the held pattern equal to `pattern` ignoring case; the one
