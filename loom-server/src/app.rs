@@ -220,6 +220,9 @@ pub async fn spawn(config: Config) -> Result<RunningServer, String> {
     if app.config.load_revocations {
         background.push(start_revocation_refresh(app.clone()));
     }
+    if app.config.workers {
+        background.push(crate::workers::retention::start(app.clone()));
+    }
     if let (true, Some(every)) = (app.config.workers, app.config.fts_merge_idle)
         && app.store.backend() == loom_ops::store::Backend::Sqlite
     {

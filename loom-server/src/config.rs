@@ -73,6 +73,16 @@ pub struct Config {
     pub idempotency_ttl: Duration,
     /// `LOOM_SHUTDOWN_GRACE_SECS` (30): how long in-flight calls may finish on shutdown.
     pub shutdown_grace: Duration,
+    /// `LOOM_LEDGER_RETENTION_DAYS` (30; 0 keeps every row): how long the
+    /// call ledger keeps a call (and so a run its calls).
+    pub ledger_retention: Option<Duration>,
+    /// `LOOM_EXPOSURE_RETENTION_DAYS` (30; 0 keeps every row): how long the
+    /// record of who was served which memory keeps a read.
+    pub exposure_retention: Option<Duration>,
+    /// `LOOM_AUDIT_RETENTION_DAYS` (0: every row is kept): how long the
+    /// audit log keeps a row. Kept for ever by default: an audit log is a
+    /// record an operator deletes from only when a policy says so.
+    pub audit_retention: Option<Duration>,
     /// `LOOM_LOG` (`info`): the log filter, in `tracing` syntax.
     pub log_filter: String,
     /// `LOOM_LOG_FORMAT` (`text`): `text` or `json` (one JSON object per line).
@@ -217,6 +227,23 @@ fn seconds(name: &str, raw: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(u64::from(positive(name, raw)?)))
 }
 
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// The most days a `LOOM_*_RETENTION_DAYS` may name (a century): past it a
+/// cutoff in milliseconds would be no date at all.
+const MAX_RETENTION_DAYS: u32 = 36_500;
+
+/// A `LOOM_*_RETENTION_DAYS` value: whole days, `None` for 0 (kept for ever).
+fn retention_days(name: &str, raw: &str) -> Result<Option<Duration>, String> {
+    match parse::<u32>(name, raw, "a whole number of days (0 keeps every row)")? {
+        0 => Ok(None),
+        n if n > MAX_RETENTION_DAYS => Err(format!(
+            "{name}={raw:?} is not valid: at most {MAX_RETENTION_DAYS} days (0 keeps every row)"
+        )),
+        n => Ok(Some(DAY * n)),
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -249,6 +276,9 @@ impl Default for Config {
             access_cache: loom_ops::store::DEFAULT_ACCESS_CACHE,
             idempotency_ttl: Duration::from_secs(86_400),
             shutdown_grace: Duration::from_secs(30),
+            ledger_retention: Some(DAY * 30),
+            exposure_retention: Some(DAY * 30),
+            audit_retention: None,
             log_filter: "info".into(),
             log_json: false,
             load_revocations: true,
@@ -281,11 +311,13 @@ impl Default for Config {
 pub const KNOWN_VARS: &[&str] = &[
     "LOOM_ACCESS_CACHE_MS",
     "LOOM_ALLOW_INSECURE",
+    "LOOM_AUDIT_RETENTION_DAYS",
     "LOOM_AUTH_REQUIRED",
     "LOOM_BIND_HOST",
     "LOOM_BODY_READ_TIMEOUT_SECS",
     "LOOM_DATABASE_MAX_CONNECTIONS",
     "LOOM_DATABASE_URL",
+    "LOOM_EXPOSURE_RETENTION_DAYS",
     "LOOM_FTS_MERGE_IDLE_SECS",
     "LOOM_HEADER_READ_TIMEOUT_SECS",
     "LOOM_IDEMPOTENCY_TTL_SECS",
@@ -293,6 +325,7 @@ pub const KNOWN_VARS: &[&str] = &[
     "LOOM_JWT_ISSUER",
     "LOOM_JWT_LEEWAY_SECS",
     "LOOM_JWT_SECRET",
+    "LOOM_LEDGER_RETENTION_DAYS",
     "LOOM_LOG",
     "LOOM_LOG_FORMAT",
     "LOOM_MAX_BODY_BYTES",
@@ -531,6 +564,15 @@ impl Config {
         if let Some(v) = get("LOOM_SHUTDOWN_GRACE_SECS") {
             c.shutdown_grace = seconds("LOOM_SHUTDOWN_GRACE_SECS", v)?;
         }
+        for (name, kept) in [
+            ("LOOM_LEDGER_RETENTION_DAYS", &mut c.ledger_retention),
+            ("LOOM_EXPOSURE_RETENTION_DAYS", &mut c.exposure_retention),
+            ("LOOM_AUDIT_RETENTION_DAYS", &mut c.audit_retention),
+        ] {
+            if let Some(v) = get(name) {
+                *kept = retention_days(name, v)?;
+            }
+        }
         c.mcp = crate::transport::mcp::config::McpConfig::from_vars(vars)?;
         if let Some(v) = get("LOOM_SEARCH_FANOUT") {
             c.search_fan_out = positive("LOOM_SEARCH_FANOUT", v)? as usize;
@@ -737,6 +779,27 @@ mod tests {
         assert_eq!(c.database_url, "sqlite://loom.db");
         assert!(c.auth_required);
         assert_eq!(c.max_body_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn retention_is_whole_days_and_0_keeps_every_row() {
+        let c = Config::from_vars(&HashMap::new()).unwrap();
+        assert_eq!(c.ledger_retention, Some(DAY * 30));
+        assert_eq!(c.exposure_retention, Some(DAY * 30));
+        assert_eq!(c.audit_retention, None, "the audit log is kept by default");
+        let c = Config::from_vars(&vars(&[
+            ("LOOM_LEDGER_RETENTION_DAYS", "0"),
+            ("LOOM_EXPOSURE_RETENTION_DAYS", "7"),
+            ("LOOM_AUDIT_RETENTION_DAYS", "365"),
+        ]))
+        .unwrap();
+        assert_eq!(c.ledger_retention, None);
+        assert_eq!(c.exposure_retention, Some(DAY * 7));
+        assert_eq!(c.audit_retention, Some(DAY * 365));
+        for bad in ["-1", "1.5", "thirty", "36501"] {
+            let e = Config::from_vars(&vars(&[("LOOM_AUDIT_RETENTION_DAYS", bad)])).unwrap_err();
+            assert!(e.contains("LOOM_AUDIT_RETENTION_DAYS"), "{e}");
+        }
     }
 
     #[test]

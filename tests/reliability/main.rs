@@ -9,13 +9,15 @@
 //! header, or MCP `tools/call` with `_idempotency_key`. Rate limits across
 //! replicas (shared buckets in PostgreSQL or Redis) are in `shared_limits`,
 //! readiness while PostgreSQL is unreachable in `store_outage`,
-//! live fuzzing of `/mcp` in `batch_fuzz`.
+//! live fuzzing of `/mcp` in `batch_fuzz`, the sweep of rows past their
+//! retention in `retention`.
 
 mod batch_fuzz;
 mod fuzz;
 mod hostile;
 mod isolation;
 mod replicas;
+mod retention;
 mod shared_limits;
 mod store_outage;
 mod wire;

@@ -43,6 +43,7 @@ pub(crate) mod packed;
 mod probe;
 mod rate_buckets;
 mod read;
+mod retention;
 mod session_runs;
 mod settings;
 mod telemetry;
@@ -68,6 +69,7 @@ pub use open::{
 };
 pub use rate_buckets::RateBudget;
 pub use read::ReadConn;
+pub use retention::{PRUNE_BATCH, Pruned};
 pub use session_runs::SessionRunKey;
 pub use tx::WriteTx;
 pub(crate) use tx::{OneStep, one_step_sql};

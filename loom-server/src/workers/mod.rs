@@ -2,4 +2,5 @@
 //! and safe to run on every replica at once.
 
 pub mod full_text;
+pub mod retention;
 pub mod session_runs;

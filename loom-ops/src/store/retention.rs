@@ -1,0 +1,212 @@
+//! Retention: the rows calls leave behind, deleted once they are older than
+//! the deployment keeps them (`loom-server`'s retention worker decides
+//! when and how old).
+//!
+//! Why: every call writes a ledger row, every read of a memory an exposure
+//! row, every audited call an audit row, and every call with an
+//! idempotency key its stored answer. Kept for ever, a busy store grows by
+//! millions of rows a day that nothing reads again (a stored answer is
+//! never replayed past its time to live).
+//!
+//! How: a batch at a time, oldest rows first, each batch its own short
+//! write, so the calls' writes go on between batches. On SQLite the batch
+//! is found on a reader (a scan there holds no lock a writer waits for)
+//! and deleted by a range of row ids on the writer; on PostgreSQL one
+//! statement finds and deletes it, holding only the rows it deletes.
+//! Pruning is idempotent: replicas may all prune at once.
+
+use loom_core::OpResult;
+// The statements name only this module's tables and columns ([`Pruned`]).
+use sqlx::AssertSqlSafe;
+
+use super::{Backend, Store, db_error};
+
+/// The rows one batch deletes at most.
+pub const PRUNE_BATCH: i64 = 2_000;
+
+/// What retention prunes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pruned {
+    /// The call ledger (`agent_events`): a run's calls are read from it.
+    Ledger,
+    /// Who was served which memory (`memory_exposures`); the counts kept
+    /// per memory (`memory_exposure_counts`) are not pruned.
+    Exposures,
+    /// The audit log (`audit_log`).
+    Audit,
+    /// Stored answers of idempotent calls (`idempotency_keys`).
+    Idempotency,
+}
+
+impl Pruned {
+    /// Every kind, in the order a sweep prunes them.
+    pub const ALL: [Pruned; 4] = [
+        Pruned::Ledger,
+        Pruned::Exposures,
+        Pruned::Audit,
+        Pruned::Idempotency,
+    ];
+
+    /// The table.
+    pub const fn table(self) -> &'static str {
+        match self {
+            Pruned::Ledger => "agent_events",
+            Pruned::Exposures => "memory_exposures",
+            Pruned::Audit => "audit_log",
+            Pruned::Idempotency => "idempotency_keys",
+        }
+    }
+
+    /// The column that says when a row was written.
+    const fn written(self) -> &'static str {
+        match self {
+            Pruned::Idempotency => "created_ms",
+            _ => "at_ms",
+        }
+    }
+}
+
+impl Store {
+    /// Deletes `pruned`'s rows written before `cutoff_ms` ([`PRUNE_BATCH`]
+    /// rows a write); answers how many.
+    pub async fn prune(&self, pruned: Pruned, cutoff_ms: i64) -> OpResult<u64> {
+        let mut deleted = 0;
+        loop {
+            let batch = match self.backend() {
+                Backend::Sqlite => self.prune_batch_sqlite(pruned, cutoff_ms).await?,
+                Backend::Postgres => self.prune_batch_postgres(pruned, cutoff_ms).await?,
+            };
+            deleted += batch;
+            if batch < PRUNE_BATCH as u64 {
+                return Ok(deleted);
+            }
+            // Each batch is its own write: let the calls' writes in between.
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// One batch on SQLite: the highest row id of the oldest old rows,
+    /// read on a reader, then the old rows up to it deleted on the writer.
+    /// A row written out of order (a later id, an earlier time) waits for
+    /// a later batch; the time is checked again in the delete, so a row
+    /// that is not old is never deleted.
+    async fn prune_batch_sqlite(&self, pruned: Pruned, cutoff_ms: i64) -> OpResult<u64> {
+        let (table, written) = (pruned.table(), pruned.written());
+        let (last,): (Option<i64>,) = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT MAX(rowid) FROM (SELECT rowid FROM {table} WHERE {written} < $1 \
+             ORDER BY rowid LIMIT {PRUNE_BATCH})"
+        )))
+        .bind(cutoff_ms)
+        .fetch_one(self.reader())
+        .await
+        .map_err(db_error)?;
+        let Some(last) = last else {
+            return Ok(0);
+        };
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query(AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE rowid <= $1 AND {written} < $2"
+        )))
+        .bind(last)
+        .bind(cutoff_ms)
+        .execute(tx.conn())
+        .await
+        .map_err(db_error)?;
+        tx.commit_unaudited().await?;
+        Ok(done.rows_affected())
+    }
+
+    /// One batch on PostgreSQL: the rows found and deleted by one statement.
+    async fn prune_batch_postgres(&self, pruned: Pruned, cutoff_ms: i64) -> OpResult<u64> {
+        let (table, written) = (pruned.table(), pruned.written());
+        let done = sqlx::query(AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE ctid = ANY(ARRAY(\
+             SELECT ctid FROM {table} WHERE {written} < $1 LIMIT {PRUNE_BATCH}))"
+        )))
+        .bind(cutoff_ms)
+        .execute(self.writer())
+        .await
+        .map_err(db_error)?;
+        Ok(done.rows_affected())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing;
+
+    /// `n` rows of `pruned`'s table written at `at_ms` (keys from `tag`,
+    /// unique where the table needs them to be).
+    async fn insert(store: &Store, pruned: Pruned, n: i64, at_ms: i64, tag: &str) {
+        let rows = match pruned {
+            Pruned::Ledger => {
+                "INSERT INTO agent_events (org, namespace, subject, agent, op, transport, \
+                 request_id, outcome, status, latency_ms, at_ms) \
+                 SELECT 'o', 'n', 's', 'a', 'memory.get', 'http', $3 || i, 'ok', 200, 1, $2 FROM n"
+            }
+            Pruned::Exposures => {
+                "INSERT INTO memory_exposures (org, namespace, agent, memory_key, version, \
+                 served_to, subject, op, request_id, at_ms) \
+                 SELECT 'o', 'n', 'a', 'k', 1, 'a', 's', 'memory.get', $3 || i, $2 FROM n"
+            }
+            Pruned::Audit => {
+                "INSERT INTO audit_log (org, namespace, subject, agent, op, args_digest, \
+                 outcome, request_id, at_ms) \
+                 SELECT 'o', 'n', 's', 'a', 'memory.set', '', 'ok', $3 || i, $2 FROM n"
+            }
+            Pruned::Idempotency => {
+                "INSERT INTO idempotency_keys (org, subject, idem_key, op, request_hash, \
+                 state, created_ms) \
+                 SELECT 'o', 's', $3 || i, 'memory.set', '', 'done', $2 FROM n"
+            }
+        };
+        let sql = format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $1) {rows}"
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(n)
+            .bind(at_ms)
+            .bind(tag)
+            .execute(store.writer())
+            .await
+            .expect("rows");
+    }
+
+    async fn count(store: &Store, pruned: Pruned, written: &str) -> i64 {
+        let sql = format!(
+            "SELECT COUNT(*) FROM {} WHERE {} {written}",
+            pruned.table(),
+            pruned.written()
+        );
+        let (n,): (i64,) = sqlx::query_as(AssertSqlSafe(sql))
+            .fetch_one(store.reader())
+            .await
+            .expect("a count");
+        n
+    }
+
+    /// Rows older than the cutoff go, however many and in whatever order
+    /// they were written (old rows before and after new ones, more than a
+    /// batch of them); rows from the cutoff on stay; a second prune finds
+    /// nothing.
+    #[tokio::test]
+    async fn old_rows_go_in_batches_and_newer_rows_stay() {
+        for test in testing::all().await {
+            let store = &test.store;
+            for pruned in Pruned::ALL {
+                insert(store, pruned, 3, 10, "old-first-").await;
+                insert(store, pruned, 3, 5_000, "new-").await;
+                insert(store, pruned, PRUNE_BATCH + 500, 999, "old-").await;
+                insert(store, pruned, 2, 1_000, "at-cutoff-").await;
+
+                let deleted = store.prune(pruned, 1_000).await.unwrap();
+                let what = format!("{} on {}", pruned.table(), test.name());
+                assert_eq!(deleted, PRUNE_BATCH as u64 + 503, "{what}");
+                assert_eq!(count(store, pruned, "< 1000").await, 0, "{what}");
+                assert_eq!(count(store, pruned, ">= 1000").await, 5, "{what}");
+                assert_eq!(store.prune(pruned, 1_000).await.unwrap(), 0, "{what}");
+            }
+        }
+    }
+}
