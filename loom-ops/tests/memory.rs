@@ -590,6 +590,19 @@ async fn update_changes_only_what_it_names_and_checks_if_version() {
             "RESOURCE_NOT_FOUND",
             "{n}"
         );
+        // Naming what the row already holds changes nothing.
+        let same = h
+            .call(
+                "memory.update",
+                json!({"memory_key": "k", "content": "one"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (&same["changed"], &same["version"]),
+            (&json!(false), &json!(2)),
+            "{n}"
+        );
         // An update changes content as a set does: its audit rows say so.
         assert_eq!(
             h.audit("memory.update").await,
@@ -597,7 +610,8 @@ async fn update_changes_only_what_it_names_and_checks_if_version() {
                 "ok",
                 "VERSION_CONFLICT",
                 "INVALID_ARGUMENTS",
-                "RESOURCE_NOT_FOUND"
+                "RESOURCE_NOT_FOUND",
+                "noop"
             ],
             "{n}"
         );

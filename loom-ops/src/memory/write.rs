@@ -350,6 +350,8 @@ pub async fn update(store: &Store, cx: &OpCx, input: MemoryUpdate) -> OpResult<M
         new.expires_ms = expiry.over(cur.expires_ms, now);
         if same(&cur, &new) {
             tx.rollback().await?;
+            // Audited as what it was, as a set that changes nothing is.
+            store.audit_outcome(cx, "noop").await?;
             return Ok(written(&cur, false));
         }
         new.updated_ms = now;
