@@ -190,6 +190,34 @@ fn parse<T: std::str::FromStr>(name: &str, raw: &str, expected: &str) -> Result<
         .map_err(|_| format!("{name}={raw:?} is not valid: expected {expected}"))
 }
 
+/// Variables whose empty value is their default (an empty list).
+const BLANK_IS_DEFAULT: &[&str] = &["LOOM_PLATFORM_ADMINS", "LOOM_MCP_ALLOWED_HOSTS"];
+
+/// Refuses a variable Loom reads that is set to nothing (or spaces): most
+/// often a reference to another variable that is unset
+/// (`LOOM_DATABASE_URL=$DB_URL`), which taken as "unset" would start on
+/// the default silently (a new store in the working directory, with a new
+/// signing key).
+fn refuse_blank(vars: &HashMap<String, String>) -> Result<(), String> {
+    let mut blank: Vec<&str> = KNOWN_VARS
+        .iter()
+        .copied()
+        .filter(|name| !BLANK_IS_DEFAULT.contains(name))
+        .filter(|name| vars.get(*name).is_some_and(|v| v.trim().is_empty()))
+        .collect();
+    blank.sort_unstable();
+    match blank.as_slice() {
+        [] => Ok(()),
+        [name] => Err(format!(
+            "{name} is set but empty: give it a value, or unset it for its default"
+        )),
+        names => Err(format!(
+            "{} are set but empty: give each a value, or unset it for its default",
+            names.join(", ")
+        )),
+    }
+}
+
 fn parse_bool(name: &str, raw: &str) -> Result<bool, String> {
     match raw.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
@@ -401,6 +429,7 @@ impl Config {
 
     /// Reads `vars` (name → value); unset names keep their defaults.
     pub fn from_vars(vars: &HashMap<String, String>) -> Result<Config, String> {
+        refuse_blank(vars)?;
         let mut c = Config::default();
         let get = |name: &str| {
             vars.get(name)
@@ -779,6 +808,38 @@ mod tests {
         assert_eq!(c.database_url, "sqlite://loom.db");
         assert!(c.auth_required);
         assert_eq!(c.max_body_bytes, 1 << 20);
+    }
+
+    /// An empty value is most often an unset variable referenced by
+    /// another: refused, naming it, where starting on the default would
+    /// be silent (LOOM_DATABASE_URL would make a new store).
+    #[test]
+    fn an_empty_value_is_refused_not_taken_for_the_default() {
+        for name in [
+            "LOOM_PORT",
+            "LOOM_DATABASE_URL",
+            "LOOM_JWT_AUDIENCE",
+            "LOOM_MCP_TOOLSET",
+        ] {
+            for blank in ["", "  "] {
+                let e = Config::from_vars(&vars(&[(name, blank)])).unwrap_err();
+                assert!(e.contains(name) && e.contains("empty"), "{e}");
+            }
+        }
+        let e = Config::from_vars(&vars(&[("LOOM_LOG", ""), ("LOOM_PORT", "")])).unwrap_err();
+        assert!(
+            e.starts_with("LOOM_LOG, LOOM_PORT are set but empty"),
+            "{e}"
+        );
+        // Lists whose default is empty take an empty value as that.
+        let c = Config::from_vars(&vars(&[
+            ("LOOM_PLATFORM_ADMINS", ""),
+            ("LOOM_MCP_ALLOWED_HOSTS", " "),
+        ]))
+        .unwrap();
+        assert!(c.platform_admins.is_empty());
+        // Variables Loom does not read are not its business here.
+        Config::from_vars(&vars(&[("LOOM_TEST_DATABASE_URL", "")])).unwrap();
     }
 
     #[test]
