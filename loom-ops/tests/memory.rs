@@ -1570,6 +1570,18 @@ async fn demote_counts_the_recalls_answered_just_before_it() {
             .count("SELECT recall_count FROM memories WHERE memory_key = 'recalled'")
             .await;
         assert_eq!(stored, 0, "{n}: the count is reset");
+        // The caller whose gets were counted sees the reset too, as
+        // every other caller does: its next get is the first recall.
+        let got = h
+            .call("memory.get", json!({"memory_key": "recalled"}))
+            .await
+            .unwrap();
+        assert_eq!(got["recall_count"], 1, "{n}");
+        let other = h
+            .call_as("bob", "memory.get", json!({"memory_key": "recalled"}))
+            .await
+            .unwrap();
+        assert!(other["recall_count"].as_i64() <= Some(2), "{n}: {other}");
     }
 }
 

@@ -193,6 +193,9 @@ pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<App
             }
         }
         tx.commit(cx).await?;
+        if input.action == ApplyAction::Demote && !changes.is_empty() {
+            cx.service::<super::usage::UsageLog>()?.forget_answered();
+        }
     }
     Ok(Applied {
         action: input.action.as_str().to_owned(),

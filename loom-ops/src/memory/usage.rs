@@ -151,6 +151,18 @@ impl UsageLog {
             .map_or(row.recall_count, |n| n.max(row.recall_count))
     }
 
+    /// Forgets every count answered so far: after a [`UsageLog::flush`]
+    /// the stored counts hold every recall answered before it, and a
+    /// demotion that reset some of them must not be outrun by what a
+    /// caller was answered before it (each caller would otherwise see its
+    /// own count from before the reset, and callers differ). A recall
+    /// queued meanwhile is still written; only its count's memo goes.
+    pub fn forget_answered(&self) {
+        let mut queue = self.queued.lock();
+        queue.by_slot.clear();
+        queue.idle.clear();
+    }
+
     /// Waits until every serving queued before this call is written.
     pub async fn flush(&self) {
         self.writer.flush().await;
