@@ -366,6 +366,24 @@ async fn bearer_rules_per_auth_mode() {
                 .status,
             401
         );
+        // A session opened with no token is bound to the first bearer
+        // that acts in it; another bearer is told it is gone.
+        let mut opened = McpClient::new(&t, None, "");
+        assert_eq!(
+            opened.initialize("Some Client", "2025-11-25").await.status,
+            200
+        );
+        let in_session = |subject: &str| {
+            let token = t.token("default", subject, Role::Writer, &[]);
+            let mut c = McpClient::new(&t, Some(&token), "");
+            c.session.clone_from(&opened.session);
+            c
+        };
+        let (alice, bob) = (in_session("alice"), in_session("bob"));
+        let caps = json!({"name": "loom_ops_capabilities"});
+        assert_eq!(alice.request("tools/call", caps.clone()).await.status, 200);
+        assert_eq!(bob.request("tools/call", caps.clone()).await.status, 404);
+        assert_eq!(alice.request("tools/call", caps).await.status, 200);
         t.server.shutdown().await;
     }
     for t in servers(|c| {

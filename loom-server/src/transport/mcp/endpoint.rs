@@ -379,9 +379,11 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
         Ok(a) => a,
         Err(refusal) => return *refusal,
     };
-    // A session is bound to the principal that opened it.
-    if let (Some(s), Some(c)) = (&session, &caller)
-        && !s.held_by(Some(c))
+    // A session is bound to the principal that opened it, or (opened
+    // with no token) to the first that acts in it.
+    if let (Some(id), Some(c)) = (&session_id, &caller)
+        && session.is_some()
+        && !mcp.sessions.claim(id, c)
     {
         return session_gone();
     }

@@ -124,6 +124,26 @@ impl Sessions {
             .cloned()
     }
 
+    /// Whether `caller` may act in session `id`, binding a session no
+    /// token opened (`discovery_only`) to `caller` first: without that,
+    /// every bearer of the org could share it, and the agent its
+    /// anonymous opener named. `false` for a session another principal
+    /// holds; `true` for one this process does not hold (the caller is
+    /// told it is gone elsewhere).
+    pub fn claim(&self, id: &str, caller: &Caller) -> bool {
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(session) = guard.0.get_mut(id) else {
+            return true;
+        };
+        match &session.principal {
+            Some(p) => p.is(caller),
+            None => {
+                session.principal = Some(Principal::of(caller));
+                true
+            }
+        }
+    }
+
     /// Remembers the session's implicit run, found open just now.
     pub fn set_run(&self, id: &str, run_id: &str) {
         if let Some(s) = self
