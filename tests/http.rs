@@ -43,7 +43,10 @@ fn claims(org: &str, sub: &str, exp_offset: i64) -> Claims {
         sub: sub.into(),
         org: org.into(),
         role: Role::Admin,
-        jti: format!("jti-{sub}-{exp_offset}"),
+        // a jti of the form Loom issues: 32 lowercase hex digits
+        jti: hex::encode(
+            &<sha2::Sha256 as sha2::Digest>::digest(format!("{sub}/{exp_offset}"))[..16],
+        ),
         exp: now.saturating_add_signed(exp_offset),
         iat: now,
         iss: "loom".into(),
@@ -290,10 +293,27 @@ async fn missing_and_invalid_tokens_are_401_with_the_right_challenge() {
             "typ",
             jsonwebtoken::encode(&at_jwt, &claims("default", "eve", 3600), &key).unwrap(),
         ));
-        // missing jti
+        // extensions this server must understand and does not
+        let mut crit = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+        crit.crit = Some(vec!["exp".into()]);
+        bad.push((
+            "crit",
+            jsonwebtoken::encode(&crit, &claims("default", "eve", 3600), &key).unwrap(),
+        ));
+        // missing jti; a jti `loom token revoke` could not name
         let mut no_jti = serde_json::to_value(claims("default", "eve", 3600)).unwrap();
         no_jti.as_object_mut().unwrap().remove("jti");
         bad.push(("no jti", sign(&secret, &no_jti)));
+        for (why, jti) in [
+            ("short jti", "xyz"),
+            ("upper-case jti", "0123456789ABCDEF0123456789ABCDEF"),
+        ] {
+            let odd = Claims {
+                jti: jti.into(),
+                ..claims("default", "eve", 3600)
+            };
+            bad.push((why, sign(&secret, &odd)));
+        }
         // the control: the same claims, properly signed, pass
         let control = sign(&secret, &claims("default", "eve", 3600));
         assert_eq!(

@@ -553,7 +553,7 @@ async fn revoke(jti: String) -> Result<(), String> {
     // form): anything else, a line break or a paste of the whole token, is
     // a mistake that would revoke nothing and say it had.
     let jti = jti.trim().to_ascii_lowercase();
-    if jti.len() != 32 || !jti.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !crate::tokens::is_jti(&jti) {
         return Err(format!(
             "token revoke: {jti:?} is not a token's jti (32 hex digits, the token's `jti` claim)"
         ));

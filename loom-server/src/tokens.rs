@@ -7,10 +7,11 @@
 //! other algorithm fail), requires `exp`, `iss`, `aud` and `sub`, checks
 //! issuer and audience against the configuration, allows
 //! `LOOM_JWT_LEEWAY_SECS` (default 30 s) of clock skew, and requires the
-//! Loom claims `org`, `role`, `jti` and `token_use = "access"` (so no other
-//! kind of token can stand in for an access token). A header with a `kid`
-//! (this server has one key and names none) or a `typ` other than `JWT` is
-//! refused; `jku`, `x5u`, `jwk` and `x5c` are never followed. Revoked `jti`s are
+//! Loom claims `org`, `role`, `jti` (32 lowercase hex digits, the form
+//! `loom token revoke` takes) and `token_use = "access"` (so no other kind
+//! of token can stand in for an access token). A header with a `kid` (this
+//! server has one key and names none), a `typ` other than `JWT` or a
+//! `crit` (Loom understands no extension) is refused; `jku`, `x5u`, `jwk` and `x5c` are never followed. Revoked `jti`s are
 //! refused from the [`Revocations`] list.
 //!
 //! With OAuth on, the accepted audiences are `LOOM_JWT_AUDIENCE` and the
@@ -196,6 +197,11 @@ impl JwtKeys {
         if header.kid.is_some() {
             return Err(InvalidToken("unknown kid".into()));
         }
+        // Extensions the token says must be understood: Loom understands
+        // none (RFC 7515 4.1.11), and the crate does not check them.
+        if header.crit.is_some() {
+            return Err(InvalidToken("crit names extensions not understood".into()));
+        }
         if header
             .typ
             .as_deref()
@@ -212,11 +218,22 @@ impl JwtKeys {
                 c.token_use
             )));
         }
-        if c.sub.is_empty() || c.org.is_empty() || c.jti.is_empty() {
-            return Err(InvalidToken("empty sub, org or jti".into()));
+        if c.sub.is_empty() || c.org.is_empty() {
+            return Err(InvalidToken("empty sub or org".into()));
+        }
+        // Only a jti `loom token revoke` takes can ever be revoked.
+        if !is_jti(&c.jti) {
+            return Err(InvalidToken("jti is not 32 lowercase hex digits".into()));
         }
         Ok(c)
     }
+}
+
+/// Whether `jti` has the form of every token id Loom issues: 32 lowercase
+/// hex digits (a UUID's simple form). A token with another is refused, as
+/// it could not be revoked: `loom token revoke` takes only this form.
+pub fn is_jti(jti: &str) -> bool {
+    jti.len() == 32 && jti.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Tokens that passed [`JwtKeys::verify`], with the second each stops being

@@ -35,7 +35,8 @@ fn claims(org: &str, sub: &str) -> Claims {
         sub: sub.into(),
         org: org.into(),
         role: Role::Admin,
-        jti: format!("jti-{sub}"),
+        // a jti of the form Loom issues: 32 lowercase hex digits
+        jti: hex::encode(&<sha2::Sha256 as sha2::Digest>::digest(sub)[..16]),
         exp: now + 3600,
         iat: now,
         iss: "loom".into(),
