@@ -38,6 +38,28 @@ pub struct McpConfig {
     pub session_run_idle: Duration,
 }
 
+/// Whether `entry` (lower case) is a host name, an IPv4 address or a
+/// bracketed IPv6 one, with an optional port: what a `Host` header holds.
+fn is_host_entry(entry: &str) -> bool {
+    let port_ok = |port: &str| port.parse::<u16>().is_ok();
+    if let Some(v6) = entry.strip_prefix('[') {
+        let Some((addr, rest)) = v6.split_once(']') else {
+            return false;
+        };
+        let rest_ok = rest.is_empty() || rest.strip_prefix(':').is_some_and(port_ok);
+        return rest_ok && addr.parse::<std::net::Ipv6Addr>().is_ok();
+    }
+    let (host, port) = match entry.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (entry, None),
+    };
+    !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+        && port.is_none_or(port_ok)
+}
+
 impl McpConfig {
     /// How often the idle sweep runs: at least every `min(60 s, idle / 2)`,
     /// so a short idle setting takes effect quickly.
@@ -108,6 +130,14 @@ impl McpConfig {
                 .map(|h| h.trim().to_ascii_lowercase())
                 .filter(|h| !h.is_empty())
                 .collect();
+            // A URL (`https://loom.example.com/`) would never equal a Host
+            // header: every request would be refused 403 with no word why.
+            if let Some(bad) = c.allowed_hosts.iter().find(|h| !is_host_entry(h)) {
+                return Err(format!(
+                    "LOOM_MCP_ALLOWED_HOSTS={v:?} is not valid: {bad:?} is not a host name or \
+                     host:port (no scheme, path or user)"
+                ));
+            }
         }
         if let Some(v) = get("LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S") {
             let secs: u64 = v.parse().map_err(|_| {
@@ -163,6 +193,24 @@ mod tests {
         .unwrap();
         assert_eq!(c.toolset.name(), "coding+tracker");
         assert_eq!(c.allowed_hosts, ["loom.example.com", "x:9000"]);
+        let hosts = McpConfig::from_vars(&vars(&[(
+            "LOOM_MCP_ALLOWED_HOSTS",
+            "[::1]:8080, [fd00::1], 10.0.0.5:80",
+        )]))
+        .unwrap()
+        .allowed_hosts;
+        assert_eq!(hosts.len(), 3);
+        for bad in [
+            "https://loom.example.com/",
+            "x/path",
+            "user@x",
+            "x:port",
+            "[::1",
+            "x y",
+        ] {
+            let e = McpConfig::from_vars(&vars(&[("LOOM_MCP_ALLOWED_HOSTS", bad)])).unwrap_err();
+            assert!(e.contains("LOOM_MCP_ALLOWED_HOSTS"), "{bad}: {e}");
+        }
         assert_eq!(c.ratelimit_retry_max_wait, Duration::ZERO);
     }
 
