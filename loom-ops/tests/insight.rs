@@ -348,6 +348,30 @@ async fn context_pack_fills_the_budget_and_says_why() {
         }
         let style = items.iter().find(|i| i["memory_key"] == "style").unwrap();
         assert_eq!(style["why"], "pinned in this namespace", "{n}");
+        // Agents may each hold a row of one key: an item says whose it is.
+        h.call_as(
+            "bob",
+            "memory.set",
+            json!({"memory_key": "deploy_when", "content": "bob deploys on Mondays", "kind": "decision"}),
+        )
+        .await
+        .unwrap();
+        let pack = h
+            .call(
+                "context.pack",
+                json!({"task": "deploy", "budget_tokens": 300}),
+            )
+            .await
+            .unwrap();
+        let mut holders: Vec<&str> = pack["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["memory_key"] == "deploy_when")
+            .map(|i| i["agent"].as_str().unwrap_or("none"))
+            .collect();
+        holders.sort_unstable();
+        assert_eq!(holders, ["alice", "bob"], "{n}: {pack}");
         assert_eq!(
             h.call("context.pack", json!({"task": "x", "budget_tokens": 5}))
                 .await

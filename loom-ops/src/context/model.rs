@@ -26,6 +26,10 @@ pub struct PackItem {
     /// The memory's version (memory sections).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,
+    /// The agent whose row it is (memory sections): agents may each hold
+    /// a row of one key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// The run's id (run section).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
