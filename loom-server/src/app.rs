@@ -296,17 +296,24 @@ async fn serve(
     let deadline = tokio::time::Instant::now() + app.config.shutdown_grace;
     let connections = tokio::time::timeout_at(deadline, graceful.shutdown());
     app.calls.close();
-    let finished = match connections.await {
-        Ok(()) => tokio::time::timeout_at(deadline, app.calls.wait())
-            .await
-            .is_ok(),
-        Err(_) => false,
-    };
-    if !finished {
-        tracing::warn!(
+    match connections.await {
+        Ok(()) => {
+            if tokio::time::timeout_at(deadline, app.calls.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    running = app.calls.len(),
+                    "calls still running when the grace period ended are stopped"
+                );
+            }
+        }
+        // A connection still open: a call running on it, or a request not
+        // yet read whole (a slow upload), which is never answered.
+        Err(_) => tracing::warn!(
             running = app.calls.len(),
-            "in-flight calls did not finish within the grace period"
-        );
+            "connections still open when the grace period ended are closed"
+        ),
     }
     app.ledger.close().await;
     app.usage.close().await;
