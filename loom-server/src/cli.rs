@@ -314,6 +314,23 @@ macro_rules! out {
     }};
 }
 
+/// Which store the server opened, for its banner: a SQLite file's path;
+/// PostgreSQL's host, port and database, never its user or password.
+fn store_banner(database_url: &str) -> String {
+    if let Some(path) = loom_ops::store::sqlite_path(database_url) {
+        return format!("sqlite {path}");
+    }
+    match url::Url::parse(database_url) {
+        Ok(u) => format!(
+            "postgres {}:{}{}",
+            u.host_str().unwrap_or("localhost"),
+            u.port().unwrap_or(5432),
+            u.path()
+        ),
+        Err(_) => "postgres".to_owned(),
+    }
+}
+
 async fn serve() -> Result<(), String> {
     let config = Config::from_env()?;
     init_logging(&config)?;
@@ -327,6 +344,9 @@ async fn serve() -> Result<(), String> {
             }
             None => tracing::warn!("{name} is not a Loom setting and is ignored"),
         }
+    }
+    for (name, why) in crate::config::idle_vars(names.iter().map(String::as_str), &config) {
+        tracing::warn!("{name} has no effect: {why}");
     }
     registry_or_report().ok_or("the op registry is invalid")?;
     // Listening for the stop signals starts before serving: a SIGTERM that
@@ -354,7 +374,14 @@ async fn serve() -> Result<(), String> {
         app.config.mcp.toolset,
         app.config.mcp.profile.as_str()
     );
-    say!("loom: store {}", app.store.backend().as_str());
+    say!("loom: store {}", store_banner(&app.config.database_url));
+    if app.config.oauth_enabled {
+        say!(
+            "loom: OAuth sign-in on, issuer {} (login {})",
+            app.config.oauth_issuer.as_deref().unwrap_or("?"),
+            app.config.oauth_login_provider
+        );
+    }
     for warning in app.store.setup_warnings().await {
         tracing::warn!("{warning}");
     }

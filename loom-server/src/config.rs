@@ -418,6 +418,44 @@ pub fn unknown_vars<'a>(
     unknown
 }
 
+/// The `LOOM_*` names in `names` whose setting has no effect under
+/// `config` (a feature they belong to is off), each with why: an operator
+/// who set `LOOM_OAUTH_ISSUER` and forgot `LOOM_OAUTH_ENABLED` is told at
+/// start, not at the first failed sign-in.
+pub fn idle_vars<'a>(
+    names: impl Iterator<Item = &'a str>,
+    config: &Config,
+) -> Vec<(String, &'static str)> {
+    let sqlite = !config.database_url.starts_with("postgres");
+    let mut idle: Vec<_> = names
+        .filter_map(|name| {
+            let why = if (name.starts_with("LOOM_OAUTH_") && name != "LOOM_OAUTH_ENABLED"
+                || name.starts_with("LOOM_OIDC_"))
+                && !config.oauth_enabled
+            {
+                "LOOM_OAUTH_ENABLED is not true"
+            } else if name.starts_with("LOOM_OIDC_") && config.oauth_login_provider != "oidc" {
+                "LOOM_OAUTH_LOGIN_PROVIDER is not oidc"
+            } else if name.starts_with("LOOM_REDIS_")
+                && config.rate_limit_store != RateLimitStore::Redis
+            {
+                "LOOM_RATE_LIMIT_STORE is not redis"
+            } else if name == "LOOM_RATE_LIMIT_STORE_TIMEOUT_MS"
+                && config.rate_limit_store == RateLimitStore::Local
+            {
+                "LOOM_RATE_LIMIT_STORE is local"
+            } else if name == "LOOM_FTS_MERGE_IDLE_SECS" && !sqlite {
+                "the full-text merge is SQLite's"
+            } else {
+                return None;
+            };
+            Some((name.to_owned(), why))
+        })
+        .collect();
+    idle.sort();
+    idle
+}
+
 impl Config {
     /// Reads the process environment.
     pub fn from_env() -> Result<Config, String> {
@@ -763,6 +801,8 @@ mod tests {
                 if piece.len() > "LOOM_".len()
                     && piece.starts_with("LOOM_")
                     && !piece.starts_with("LOOM_TEST_")
+                    // a family's prefix (`idle_vars`), not a name
+                    && !piece.ends_with('_')
                     && piece
                         .bytes()
                         .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
@@ -840,6 +880,39 @@ mod tests {
         assert!(c.platform_admins.is_empty());
         // Variables Loom does not read are not its business here.
         Config::from_vars(&vars(&[("LOOM_TEST_DATABASE_URL", "")])).unwrap();
+    }
+
+    #[test]
+    fn settings_of_a_feature_that_is_off_are_named() {
+        let names = [
+            "LOOM_OAUTH_ISSUER",
+            "LOOM_OAUTH_ENABLED",
+            "LOOM_OIDC_ISSUER",
+            "LOOM_REDIS_URL",
+            "LOOM_PORT",
+        ];
+        let c = Config::default();
+        let idle: Vec<String> = idle_vars(names.into_iter(), &c)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            idle,
+            ["LOOM_OAUTH_ISSUER", "LOOM_OIDC_ISSUER", "LOOM_REDIS_URL"]
+        );
+        let c = Config {
+            oauth_enabled: true,
+            rate_limit_store: RateLimitStore::Redis,
+            ..Config::default()
+        };
+        let idle = idle_vars(names.into_iter(), &c);
+        assert_eq!(
+            idle,
+            [(
+                "LOOM_OIDC_ISSUER".to_owned(),
+                "LOOM_OAUTH_LOGIN_PROVIDER is not oidc"
+            )]
+        );
     }
 
     #[test]

@@ -469,6 +469,13 @@ async fn serve_starts_on_a_fresh_store_and_stops_on_sigterm() {
         rest.iter().any(|l| l.contains("created org 'default'")),
         "{rest:?}"
     );
+    // The banner names the file the store is in.
+    let file = loom_ops::store::sqlite_path(&url).unwrap();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains(&format!("loom: store sqlite {file}"))),
+        "{rest:?}"
+    );
     assert!(
         rest.iter().any(|l| l.contains("loom token mint")),
         "{rest:?}"
