@@ -9,11 +9,12 @@
 //! never replayed past its time to live).
 //!
 //! How: a batch at a time, oldest rows first, each batch its own short
-//! write, so the calls' writes go on between batches. On SQLite the batch
-//! is found on a reader (a scan there holds no lock a writer waits for)
-//! and deleted by a range of row ids on the writer; on PostgreSQL one
-//! statement finds and deletes it, holding only the rows it deletes.
-//! Pruning is idempotent: replicas may all prune at once.
+//! write, so the calls' writes go on between batches ([`Store::prune`]
+//! says which rows a batch reads). On SQLite the batch is found on a
+//! reader (a read holds no lock a writer waits for) and deleted by a range
+//! of row ids on the writer; on PostgreSQL one statement finds and
+//! deletes it, holding only the rows it deletes. Pruning is idempotent:
+//! replicas may all prune at once.
 
 use loom_core::OpResult;
 // The statements name only this module's tables and columns ([`Pruned`]).
@@ -64,20 +65,47 @@ impl Pruned {
             _ => "at_ms",
         }
     }
+
+    /// The column whose order is the order the rows were written in, on
+    /// `backend`, if there is one: append-only rows get rising ids (SQLite's
+    /// rowid, PostgreSQL's `id`), so their oldest are the lowest and a
+    /// batch reads only them. (A stored answer's row is rewritten when its
+    /// key is used again; PostgreSQL's exposures have no id.)
+    const fn in_order(self, backend: Backend) -> Option<&'static str> {
+        match (self, backend) {
+            (Pruned::Idempotency, _) | (Pruned::Exposures, Backend::Postgres) => None,
+            (_, Backend::Sqlite) => Some("rowid"),
+            (_, Backend::Postgres) => Some("id"),
+        }
+    }
 }
 
 impl Store {
     /// Deletes `pruned`'s rows written before `cutoff_ms` ([`PRUNE_BATCH`]
-    /// rows a write); answers how many.
+    /// rows a write at most); answers how many.
+    ///
+    /// Rows in write order ([`Pruned::in_order`]) go from the lowest id up,
+    /// a batch of the [`PRUNE_BATCH`] lowest at a time, until one holds no
+    /// old row: a sweep that finds nothing reads one batch, not the table.
+    /// A row written out of order (an id after a newer row's) waits, for
+    /// a later sweep; rows are written seconds out of order at most. Other
+    /// tables are searched for old rows, [`PRUNE_BATCH`] at a time (on
+    /// PostgreSQL the exposures through a BRIN index on their time).
     pub async fn prune(&self, pruned: Pruned, cutoff_ms: i64) -> OpResult<u64> {
+        let backend = self.backend();
+        let order = pruned.in_order(backend);
         let mut deleted = 0;
         loop {
-            let batch = match self.backend() {
-                Backend::Sqlite => self.prune_batch_sqlite(pruned, cutoff_ms).await?,
-                Backend::Postgres => self.prune_batch_postgres(pruned, cutoff_ms).await?,
+            let batch = match backend {
+                Backend::Sqlite => self.prune_batch_sqlite(pruned, order, cutoff_ms).await?,
+                Backend::Postgres => self.prune_batch_postgres(pruned, order, cutoff_ms).await?,
             };
             deleted += batch;
-            if batch < PRUNE_BATCH as u64 {
+            let more = match order {
+                Some(_) => batch > 0,
+                None => batch == PRUNE_BATCH as u64,
+            };
+            if !more {
                 return Ok(deleted);
             }
             // Each batch is its own write: let the calls' writes in between.
@@ -85,21 +113,32 @@ impl Store {
         }
     }
 
-    /// One batch on SQLite: the highest row id of the oldest old rows,
-    /// read on a reader, then the old rows up to it deleted on the writer.
-    /// A row written out of order (a later id, an earlier time) waits for
-    /// a later batch; the time is checked again in the delete, so a row
-    /// that is not old is never deleted.
-    async fn prune_batch_sqlite(&self, pruned: Pruned, cutoff_ms: i64) -> OpResult<u64> {
+    /// One batch on SQLite: the highest row id of the batch's old rows,
+    /// read on a reader (a scan there holds no lock), then the old rows up
+    /// to it deleted on the writer. The time is checked again in the
+    /// delete, so a row that is not old is never deleted.
+    async fn prune_batch_sqlite(
+        &self,
+        pruned: Pruned,
+        order: Option<&str>,
+        cutoff_ms: i64,
+    ) -> OpResult<u64> {
         let (table, written) = (pruned.table(), pruned.written());
-        let (last,): (Option<i64>,) = sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT MAX(rowid) FROM (SELECT rowid FROM {table} WHERE {written} < $1 \
-             ORDER BY rowid LIMIT {PRUNE_BATCH})"
-        )))
-        .bind(cutoff_ms)
-        .fetch_one(self.reader())
-        .await
-        .map_err(db_error)?;
+        let find = match order {
+            Some(_) => format!(
+                "SELECT MAX(rowid) FROM (SELECT rowid, {written} AS written FROM {table} \
+                 ORDER BY rowid LIMIT {PRUNE_BATCH}) WHERE written < $1"
+            ),
+            None => format!(
+                "SELECT MAX(rowid) FROM (SELECT rowid FROM {table} WHERE {written} < $1 \
+                 ORDER BY rowid LIMIT {PRUNE_BATCH})"
+            ),
+        };
+        let (last,): (Option<i64>,) = sqlx::query_as(AssertSqlSafe(find))
+            .bind(cutoff_ms)
+            .fetch_one(self.reader())
+            .await
+            .map_err(db_error)?;
         let Some(last) = last else {
             return Ok(0);
         };
@@ -116,17 +155,30 @@ impl Store {
         Ok(done.rows_affected())
     }
 
-    /// One batch on PostgreSQL: the rows found and deleted by one statement.
-    async fn prune_batch_postgres(&self, pruned: Pruned, cutoff_ms: i64) -> OpResult<u64> {
+    /// One batch on PostgreSQL: the rows found and deleted by one statement,
+    /// which holds only the rows it deletes.
+    async fn prune_batch_postgres(
+        &self,
+        pruned: Pruned,
+        order: Option<&str>,
+        cutoff_ms: i64,
+    ) -> OpResult<u64> {
         let (table, written) = (pruned.table(), pruned.written());
-        let done = sqlx::query(AssertSqlSafe(format!(
-            "DELETE FROM {table} WHERE ctid = ANY(ARRAY(\
-             SELECT ctid FROM {table} WHERE {written} < $1 LIMIT {PRUNE_BATCH}))"
-        )))
-        .bind(cutoff_ms)
-        .execute(self.writer())
-        .await
-        .map_err(db_error)?;
+        let delete = match order {
+            Some(id) => format!(
+                "DELETE FROM {table} WHERE {id} IN (SELECT {id} FROM (SELECT {id}, {written} \
+                 FROM {table} ORDER BY {id} LIMIT {PRUNE_BATCH}) oldest WHERE {written} < $1)"
+            ),
+            None => format!(
+                "DELETE FROM {table} WHERE ctid = ANY(ARRAY(\
+                 SELECT ctid FROM {table} WHERE {written} < $1 LIMIT {PRUNE_BATCH}))"
+            ),
+        };
+        let done = sqlx::query(AssertSqlSafe(delete))
+            .bind(cutoff_ms)
+            .execute(self.writer())
+            .await
+            .map_err(db_error)?;
         Ok(done.rows_affected())
     }
 }
@@ -186,26 +238,48 @@ mod tests {
         n
     }
 
-    /// Rows older than the cutoff go, however many and in whatever order
-    /// they were written (old rows before and after new ones, more than a
-    /// batch of them); rows from the cutoff on stay; a second prune finds
-    /// nothing.
+    /// Rows older than the cutoff go, more than a batch of them, also a
+    /// few written after newer ones; rows from the cutoff on stay; a
+    /// second prune finds nothing.
     #[tokio::test]
     async fn old_rows_go_in_batches_and_newer_rows_stay() {
         for test in testing::all().await {
             let store = &test.store;
             for pruned in Pruned::ALL {
                 insert(store, pruned, 3, 10, "old-first-").await;
-                insert(store, pruned, 3, 5_000, "new-").await;
                 insert(store, pruned, PRUNE_BATCH + 500, 999, "old-").await;
+                insert(store, pruned, 3, 5_000, "new-").await;
                 insert(store, pruned, 2, 1_000, "at-cutoff-").await;
+                insert(store, pruned, 4, 20, "old-late-").await;
 
-                let deleted = store.prune(pruned, 1_000).await.unwrap();
                 let what = format!("{} on {}", pruned.table(), test.name());
-                assert_eq!(deleted, PRUNE_BATCH as u64 + 503, "{what}");
+                let deleted = store.prune(pruned, 1_000).await.unwrap();
+                assert_eq!(deleted, PRUNE_BATCH as u64 + 507, "{what}");
                 assert_eq!(count(store, pruned, "< 1000").await, 0, "{what}");
                 assert_eq!(count(store, pruned, ">= 1000").await, 5, "{what}");
                 assert_eq!(store.prune(pruned, 1_000).await.unwrap(), 0, "{what}");
+            }
+        }
+    }
+
+    /// Where rows are pruned in write order, a prune reads the lowest
+    /// batch of ids only: old rows behind a whole batch of newer ones wait
+    /// until those are old too (rows are written seconds out of order, not
+    /// a batch). Elsewhere old rows are searched for wherever they are.
+    #[tokio::test]
+    async fn in_write_order_a_prune_reads_one_batch_when_none_is_old() {
+        for test in testing::all().await {
+            let store = &test.store;
+            for pruned in Pruned::ALL {
+                insert(store, pruned, PRUNE_BATCH, 5_000, "new-").await;
+                insert(store, pruned, 3, 10, "old-late-").await;
+                let what = format!("{} on {}", pruned.table(), test.name());
+                let waits = pruned.in_order(store.backend()).is_some();
+                let deleted = store.prune(pruned, 1_000).await.unwrap();
+                assert_eq!(deleted, if waits { 0 } else { 3 }, "{what}");
+                let deleted = store.prune(pruned, 6_000).await.unwrap();
+                let all = PRUNE_BATCH as u64 + 3;
+                assert_eq!(deleted, if waits { all } else { all - 3 }, "{what}");
             }
         }
     }

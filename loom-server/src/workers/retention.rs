@@ -14,9 +14,9 @@ use tokio::task::JoinHandle;
 
 use crate::app::App;
 
-/// How often the sweep runs. Rows live for days; an hour late costs a
-/// few hours' share of a table, and a sweep finding nothing reads each
-/// table's oldest rows once.
+/// How often the sweep runs. Rows live for days: an hour late costs an
+/// hour's share of a table, and a sweep finding nothing reads a batch of
+/// each table's oldest rows (`Store::prune`).
 pub const EVERY: Duration = Duration::from_secs(3_600);
 
 /// How long `app`'s deployment keeps `pruned`'s rows; `None`: for ever.
