@@ -453,6 +453,10 @@ async fn listings_follow_toolset_and_profile() {
         let coding = McpClient::new(&t, Some(&token), "toolset=coding");
         let co = coding.request("tools/list", json!({})).await.body["result"].clone();
         assert_eq!(hints(&co, "loom_op")["destructiveHint"], true);
+        // On all every op is listed, and loom_op runs each of them too.
+        let all = McpClient::new(&t, Some(&token), "toolset=all");
+        let everything = all.request("tools/list", json!({})).await.body["result"].clone();
+        assert_eq!(hints(&everything, "loom_op")["destructiveHint"], true);
         let readonly = McpClient::new(&t, Some(&token), "toolset=readonly");
         let ro = readonly.request("tools/list", json!({})).await.body["result"].clone();
         assert_eq!(

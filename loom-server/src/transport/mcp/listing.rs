@@ -334,13 +334,14 @@ fn synthetic_tools(
     let routed: Vec<&Op> = registry
         .ops()
         .iter()
-        .filter(|op| !op.listed_on(listing) && loom_op_routes(op, listing))
+        .filter(|op| loom_op_routes(op, listing))
         .collect();
     about.push_str(&format!(
         " {} ops are reachable this way; ops.capabilities lists them all.",
-        routed.len()
+        routed.iter().filter(|op| !op.listed_on(listing)).count()
     ));
-    // Its hints are those of the most any op it routes here may do.
+    // Its hints are those of the most any op it routes here may do, the
+    // listed ones included: it runs those too (on `all`, every op).
     let destructive = routed.iter().any(|op| op.annotations.destructive_hint);
     let op = synthetic(
         LOOM_OP,
