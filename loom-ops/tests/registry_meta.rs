@@ -207,3 +207,21 @@ fn listed_schemas_carry_no_width_formats() {
         "the full input schemas keep them for the check"
     );
 }
+
+/// A page size below 1 is refused: every `limit` says so in its listed
+/// schema, so a client that checks its arguments against the listing
+/// never sends one the server refuses. (Larger ones are clamped, not
+/// refused: no maximum is listed unless the op refuses past one.)
+#[test]
+fn every_limit_lists_its_minimum() {
+    loom_ops::link();
+    let mut limits = 0;
+    for op in Registry::global().expect("valid registry").ops() {
+        let Some(limit) = op.listed_input["properties"].get("limit") else {
+            continue;
+        };
+        limits += 1;
+        assert_eq!(limit["minimum"], 1, "{}: {limit}", op.name);
+    }
+    assert!(limits >= 7, "{limits} ops take a limit");
+}

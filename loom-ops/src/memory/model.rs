@@ -245,6 +245,7 @@ pub struct MemoryHistory {
     /// The key.
     pub memory_key: String,
     /// Versions per page (default 20, at most 100).
+    #[schemars(range(min = 1))]
     pub limit: Option<i64>,
     /// From a previous answer's next_cursor.
     pub cursor: Option<String>,
@@ -309,6 +310,7 @@ pub struct MemoryList {
     /// Only memories carrying all these labels.
     pub labels: Option<Vec<String>>,
     /// Memories per page (default 50, at most 200).
+    #[schemars(range(min = 1))]
     pub limit: Option<i64>,
     /// From a previous answer's next_cursor.
     pub cursor: Option<String>,
@@ -426,6 +428,7 @@ pub struct MemorySearch {
     /// What to look for, in words.
     pub query: String,
     /// Hits to return (default 10, at most 50).
+    #[schemars(range(min = 1))]
     pub limit: Option<i64>,
     /// Only this kind.
     pub kind: Option<String>,
@@ -452,6 +455,7 @@ pub struct MemoryAsk {
     /// The question, in words.
     pub question: String,
     /// Evidence rows to return (default 5, at most 20).
+    #[schemars(range(min = 1))]
     pub limit: Option<i64>,
     /// The namespace (default: the caller's).
     pub namespace: Option<String>,

@@ -18,6 +18,7 @@ pub struct NamespaceList {
     /// Only this kind: personal, memory, collection, code or tracker.
     pub kind: Option<String>,
     /// Namespaces per page (default 50, at most 200).
+    #[schemars(range(min = 1))]
     pub limit: Option<i64>,
     /// From a previous answer's next_cursor.
     pub cursor: Option<String>,

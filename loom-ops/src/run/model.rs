@@ -149,6 +149,7 @@ pub struct RunList {
     /// Only runs in this status: open, succeeded, failed, abandoned or closed.
     pub status: Option<String>,
     /// At most this many (default 50; more than 500 is 500).
+    #[schemars(range(min = 1))]
     pub limit: Option<i64>,
     /// From a previous answer's next_cursor.
     pub cursor: Option<String>,
