@@ -457,6 +457,17 @@ async fn listings_follow_toolset_and_profile() {
         let all = McpClient::new(&t, Some(&token), "toolset=all");
         let everything = all.request("tools/list", json!({})).await.body["result"].clone();
         assert_eq!(hints(&everything, "loom_op")["destructiveHint"], true);
+        // Every tool refuses an argument it does not name, and says so.
+        for tool in everything["tools"].as_array().unwrap() {
+            let closed = &tool["inputSchema"]["additionalProperties"];
+            assert_eq!(closed, &json!(false), "{}", tool["name"]);
+        }
+        let extra = json!({"query": "deploy", "colour": "red"});
+        let refused = all.call("loom_search", extra).await;
+        assert_eq!(refused["isError"], true, "{refused}");
+        let extra = json!({"op": "memory.get", "arguments": {"memory_key": "k"}, "colour": 1});
+        let refused = all.call("loom_op", extra).await;
+        assert_eq!(refused["isError"], true, "{refused}");
         let readonly = McpClient::new(&t, Some(&token), "toolset=readonly");
         let ro = readonly.request("tools/list", json!({})).await.body["result"].clone();
         assert_eq!(

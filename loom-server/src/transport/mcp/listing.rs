@@ -269,7 +269,9 @@ pub fn search_input_schema() -> Value {
             "bodies": {"type": "string", "description": "Hit text: full (default), snippet or none."},
             "explain": {"type": "boolean", "description": "Add why each memory hit ranked."}
         },
-        "required": ["query"]
+        "required": ["query"],
+        // As every tool's: an argument it does not name is refused.
+        "additionalProperties": false
     })
 }
 
@@ -355,7 +357,8 @@ fn synthetic_tools(
                     "arguments": {"type": "object", "description": "The op's arguments."},
                     "query": {"type": "string", "description": "With op \"help\": what to look for."}
                 },
-                "required": ["op"]
+                "required": ["op"],
+                "additionalProperties": false
             }),
             // The routed op's own answer, or help's list of ops: an object
             // whose shape ops.capabilities gives per op.
