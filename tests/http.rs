@@ -1138,6 +1138,22 @@ async fn audited_ops_write_audit_rows_and_others_do_not() {
             .await;
         assert_envelope(&a, 403, "AUTH_INSUFFICIENT", n);
         assert_eq!(t.count(rows).await, 2, "{n}");
+        // ... but not one in a namespace the org does not have: no log
+        // holds it (audit.list there is 404), so none is written.
+        // (refused by the op for a token of the whole org, before it by
+        // authorization for one of `team` only)
+        let org_admin = t.token("acme", "boss", Role::Admin, &[]);
+        for (token, namespace) in [(&org_admin, "made-up-1"), (&admin, "made-up-2")] {
+            let a = t
+                .post(
+                    "memory.set",
+                    Some(token),
+                    json!({"namespace": namespace, "memory_key": "k", "content": "c"}),
+                )
+                .await;
+            assert_envelope(&a, 404, "RESOURCE_NOT_FOUND", n);
+        }
+        assert_eq!(t.count(rows).await, 2, "{n}");
 
         let a = t.post("audit.list", Some(&admin), json!({})).await;
         assert_eq!(a.status, 200, "{n}: {}", a.text);

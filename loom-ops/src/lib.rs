@@ -10,7 +10,7 @@ pub mod grants;
 pub mod memory;
 pub mod namespace;
 pub mod ops;
-mod outcome;
+pub mod outcome;
 pub mod profile;
 pub mod run;
 pub mod scope;

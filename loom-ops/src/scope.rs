@@ -33,6 +33,12 @@ pub fn namespace_not_found(org: &str, namespace: &str) -> LoomError {
     .with_detail("namespace", namespace.to_owned())
 }
 
+/// Whether `e` is [`namespace_not_found`]: the call named a namespace its
+/// org does not have.
+pub fn is_namespace_not_found(e: &LoomError) -> bool {
+    e.code() == ErrorCode::ResourceNotFound && e.detail().contains_key("namespace")
+}
+
 /// [`require_namespace`] for an op that needs no connection of its own:
 /// a connection is taken only when the pipeline has not found the
 /// namespace already.

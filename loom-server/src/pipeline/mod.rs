@@ -231,8 +231,10 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
     };
     // Audit: an audited op whose change did not commit its own row (a
     // refusal, a failure, a replay) gets one row with its outcome, as long
-    // as the call got far enough to have a scope.
-    if op.meta.audit && !cx.audited() && !cx.scope.org.is_empty() {
+    // as the call got far enough to have a scope and its namespace exists
+    // (`loom_ops::outcome::logged`).
+    let logged = result.as_ref().err().is_none_or(loom_ops::outcome::logged);
+    if op.meta.audit && !cx.audited() && !cx.scope.org.is_empty() && logged {
         let outcome = if replayed {
             "replayed".to_owned()
         } else {
