@@ -339,6 +339,37 @@ async fn bearer_rules_per_auth_mode() {
                 .unwrap()
                 .contains("error=\"invalid_token\"")
         );
+        // A refusal of the whole request names the request's id when it
+        // is one request (clients match errors by id, and some drop the
+        // body of one without); a batch's is id-less.
+        let one = json!({"jsonrpc": "2.0", "id": "req-7", "method": "tools/list"});
+        let a = bad.raw(one.clone()).await;
+        assert_eq!(
+            (a.status, &a.body["id"]),
+            (401, &json!("req-7")),
+            "{}",
+            a.text
+        );
+        let a = bad.raw(json!([one.clone()])).await;
+        assert_eq!(a.status, 401);
+        assert!(a.body.get("id").is_none(), "{}", a.text);
+        let mut gone = McpClient::new(&t, Some(&admin(&t)), "");
+        gone.session = Some("0123456789abcdef0123456789abcdef".into());
+        let a = gone.raw(one.clone()).await;
+        assert_eq!(
+            (a.status, &a.body["id"]),
+            (404, &json!("req-7")),
+            "{}",
+            a.text
+        );
+        gone.version = "1999-01-01".into();
+        let a = gone.raw(one.clone()).await;
+        assert_eq!(
+            (a.status, &a.body["id"]),
+            (400, &json!("req-7")),
+            "{}",
+            a.text
+        );
         // a token in the URL is ignored
         let token = admin(&t);
         let q = McpClient::new(&t, None, &format!("token={token}"));

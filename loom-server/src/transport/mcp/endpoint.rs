@@ -196,10 +196,12 @@ fn json_text(text: String) -> Response {
 
 /// The 404 for a session Loom does not know (ended, evicted, another
 /// replica's, or another principal's): the client initializes again.
-fn session_gone() -> Response {
+/// 404 for a session this process does not hold; `id` is the request's
+/// when the body was one request ([`refused_id`]).
+fn session_gone(id: Option<&jsonrpc::Id>) -> Response {
     rpc_error_response(
         StatusCode::NOT_FOUND,
-        None,
+        id,
         code::INVALID_REQUEST,
         "unknown or ended session: initialize again",
         None,
@@ -229,7 +231,10 @@ fn check_host_and_origin(mcp: &Mcp, headers: &HeaderMap) -> Result<(), Early> {
 }
 
 /// The 400 / -32022 for an `MCP-Protocol-Version` Loom does not serve.
-fn check_protocol_header(headers: &HeaderMap) -> Result<Option<Revision>, Early> {
+fn check_protocol_header(
+    headers: &HeaderMap,
+    id: Option<&jsonrpc::Id>,
+) -> Result<Option<Revision>, Early> {
     let Some(raw) = headers.get(&PROTOCOL_VERSION) else {
         return Ok(None);
     };
@@ -238,7 +243,7 @@ fn check_protocol_header(headers: &HeaderMap) -> Result<Option<Revision>, Early>
         Some(r) => Ok(Some(r)),
         None => Err(Box::new(rpc_error_response(
             StatusCode::BAD_REQUEST,
-            None,
+            id,
             code::UNSUPPORTED_PROTOCOL_VERSION,
             &format!("unsupported protocol version {requested:?}"),
             Some(protocol::unsupported_data(&requested)),
@@ -255,13 +260,17 @@ fn needs_bearer(mode: AuthMode, method: &str) -> bool {
     }
 }
 
-fn auth_refusal_response(app: &App, refusal: pipeline::AuthRefusal) -> Response {
+fn auth_refusal_response(
+    app: &App,
+    refusal: pipeline::AuthRefusal,
+    id: Option<&jsonrpc::Id>,
+) -> Response {
     let status = StatusCode::from_u16(refusal.error.status()).unwrap_or(StatusCode::UNAUTHORIZED);
     let mut data = refusal.error.body();
     data.remove("message");
     let mut response = rpc_error_response(
         status,
-        None,
+        id,
         code::INVALID_REQUEST,
         refusal.error.message(),
         Some(Value::Object(data)),
@@ -285,6 +294,7 @@ fn authenticate(
     mcp: &Mcp,
     headers: &HeaderMap,
     required: bool,
+    id: Option<&jsonrpc::Id>,
 ) -> Result<(Option<Caller>, bool), Early> {
     let mode = mcp.app.config.mcp.auth_mode;
     if !mcp.app.config.auth_required {
@@ -292,7 +302,7 @@ fn authenticate(
     }
     match pipeline::authenticate(&mcp.app, headers) {
         Ok(caller) => Ok((caller, true)),
-        Err(refusal) if required => Err(Box::new(auth_refusal_response(&mcp.app, refusal))),
+        Err(refusal) if required => Err(Box::new(auth_refusal_response(&mcp.app, refusal, id))),
         // An open method (or open mode): an absent or invalid bearer is ignored.
         Err(_) if mode == AuthMode::Open => Ok((None, true)),
         Err(_) => Ok((None, false)),
@@ -346,11 +356,18 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
             );
         }
     };
-    let header_revision = match check_protocol_header(headers) {
+    // Parsed before the header is checked, which still answers first: a
+    // refusal of the whole request names the request's id when it is one.
+    let parsed = jsonrpc::parse(&bytes);
+    let id = match &parsed {
+        Ok(RpcBody::Single(Message::Request { id, .. })) => Some(id.clone()),
+        _ => None,
+    };
+    let header_revision = match check_protocol_header(headers, id.as_ref()) {
         Ok(r) => r,
         Err(refusal) => return *refusal,
     };
-    let parsed = match jsonrpc::parse(&bytes) {
+    let parsed = match parsed {
         Ok(p) => p,
         Err(e) => return (StatusCode::OK, axum::Json(e.response())).into_response(),
     };
@@ -361,10 +378,10 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
 
     let session_id = header_str(headers, &SESSION_ID).map(str::to_owned);
     let session = match &session_id {
-        Some(id) => match mcp.sessions.get(id) {
+        Some(sid) => match mcp.sessions.get(sid) {
             Some(s) => Some(s),
             None => {
-                return session_gone();
+                return session_gone(id.as_ref());
             }
         },
         None => None,
@@ -375,17 +392,17 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
         Message::Request { method, .. } => needs_bearer(mode, method),
         _ => false,
     });
-    let (caller, authenticated) = match authenticate(&mcp, headers, required) {
+    let (caller, authenticated) = match authenticate(&mcp, headers, required, id.as_ref()) {
         Ok(a) => a,
         Err(refusal) => return *refusal,
     };
     // A session is bound to the principal that opened it, or (opened
     // with no token) to the first that acts in it.
-    if let (Some(id), Some(c)) = (&session_id, &caller)
+    if let (Some(sid), Some(c)) = (&session_id, &caller)
         && session.is_some()
-        && !mcp.sessions.claim(id, c)
+        && !mcp.sessions.claim(sid, c)
     {
-        return session_gone();
+        return session_gone(id.as_ref());
     }
 
     let config = &mcp.app.config.mcp;
@@ -469,7 +486,7 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
     if let Err(refusal) = check_host_and_origin(&mcp, &headers) {
         return *refusal;
     }
-    if let Err(refusal) = check_protocol_header(&headers) {
+    if let Err(refusal) = check_protocol_header(&headers, None) {
         return *refusal;
     }
     let Some(id) = header_str(&headers, &SESSION_ID).map(str::to_owned) else {
@@ -482,7 +499,7 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
         );
     };
     let required = mcp.app.config.mcp.auth_mode == AuthMode::Required;
-    let (caller, _) = match authenticate(&mcp, &headers, required) {
+    let (caller, _) = match authenticate(&mcp, &headers, required, None) {
         Ok(a) => a,
         Err(refusal) => return *refusal,
     };
@@ -543,7 +560,7 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
             })
     };
     match mcp.sessions.get(&id) {
-        Some(s) if !s.held_by(caller.as_ref()) => session_gone(),
+        Some(s) if !s.held_by(caller.as_ref()) => session_gone(None),
         Some(_) => {
             mcp.sessions.close(&id);
             close_run().await;
@@ -554,7 +571,7 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
         // the caller's own run of that session is open: the run is keyed by
         // the caller's org and subject, so no one else's can be closed.
         None if caller.is_some() && close_run().await => StatusCode::NO_CONTENT.into_response(),
-        None => session_gone(),
+        None => session_gone(None),
     }
 }
 
