@@ -919,6 +919,16 @@ async fn errors_are_results_the_model_can_act_on() {
             "{r}"
         );
         assert_eq!(t.count("SELECT COUNT(*) FROM memories").await, 0);
+        // `key`, as close to it by its last word as to memory_key, means
+        // the op's own field
+        let r = c
+            .call("loom_memory_set", json!({"key": "x", "content": "y"}))
+            .await;
+        assert_eq!(
+            r["structuredContent"]["did_you_mean"],
+            json!({"key": "memory_key"}),
+            "{r}"
+        );
         // the example of an op that previews previews, and runs as it is:
         // a filter sent wrong gets one that names something
         let r = c

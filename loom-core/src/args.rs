@@ -247,9 +247,16 @@ impl Validator {
                 .is_some_and(|t| t.open || t.fields.iter().any(|f| f == key))
                 || SERVER_FILLED.contains(&key)
         };
+        // Only where one of `extra` is the closest: a key closer to one of
+        // the op's own (`key`, to `memory_key`) is the check's to refuse,
+        // naming that one.
+        let own = self
+            .top
+            .iter()
+            .flat_map(|t| t.fields.iter().map(String::as_str));
         let unknown = args.keys().filter(|k| !takes(k)).find_map(|k| {
-            let meant = *closest(k, extra.iter().copied(), 1).first()?;
-            Some(Unknown {
+            let meant = *closest(k, own.clone().chain(extra.iter().copied()), 1).first()?;
+            extra.contains(&meant).then(|| Unknown {
                 path: k.clone(),
                 suggestion: Some(meant.to_owned()),
             })
@@ -789,7 +796,11 @@ pub fn similarity(key: &str, field: &str) -> f64 {
     }
 }
 
-/// Up to `limit` candidates closest to `key` above the suggestion threshold, best first.
+/// Up to `limit` candidates closest to `key` above the suggestion threshold,
+/// best first. Of candidates as close, those that start with `_` as `key`
+/// does (or does not) come first, then the shorter: `key` shares a word
+/// with both `memory_key` and the transport's `_idempotency_key`, and
+/// means the op's own field; `_idempotency_kye` means the one with `_`.
 pub fn closest<'a>(
     key: &str,
     candidates: impl IntoIterator<Item = &'a str>,
@@ -800,7 +811,13 @@ pub fn closest<'a>(
         .map(|c| (similarity(key, c), c))
         .filter(|(s, _)| *s >= SUGGEST_THRESHOLD)
         .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    let unlike = |c: &str| c.starts_with('_') != key.starts_with('_');
+    scored.sort_by(|a, b| {
+        b.0.total_cmp(&a.0)
+            .then(unlike(a.1).cmp(&unlike(b.1)))
+            .then(a.1.len().cmp(&b.1.len()))
+            .then(a.1.cmp(b.1))
+    });
     scored.into_iter().take(limit).map(|(_, c)| c).collect()
 }
 
@@ -1448,6 +1465,11 @@ mod tests {
     #[test]
     fn suggestions() {
         assert_eq!(closest("key", ["memory_key", "content"], 1), ["memory_key"]);
+        assert_eq!(
+            closest("key", ["_idempotency_key", "memory_key"], 1),
+            ["memory_key"],
+            "an op's own field before the transport's, as close"
+        );
         assert_eq!(
             closest("memoryKey", ["memory_key", "content"], 1),
             ["memory_key"]
