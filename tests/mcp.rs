@@ -52,6 +52,71 @@ async fn initialize_negotiates_and_assigns_a_session() {
     }
 }
 
+/// A session outlives a restart of the server: the store keeps it, so the
+/// client's next request, naming it, is served with the agent and the
+/// revision its initialize agreed (clients do not initialize again on
+/// their own after a 404). One ended before the restart stays ended.
+#[tokio::test]
+async fn a_session_outlives_a_restart_of_the_server() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let mut kept = McpClient::new(&t, Some(&token), "");
+        kept.initialize("Restart Client", "2025-03-26").await;
+        let mut ended = McpClient::new(&t, Some(&token), "");
+        ended.initialize("Gone", "2025-11-25").await;
+        let end = t
+            .send(
+                t.client
+                    .delete(ended.url())
+                    .bearer_auth(&token)
+                    .header("mcp-session-id", ended.session.clone().unwrap()),
+            )
+            .await;
+        assert_eq!(end.status, 204);
+        let (kept, ended) = (kept.session.unwrap(), ended.session.unwrap());
+
+        let TestServer { server, db, client } = t;
+        server.shutdown().await;
+        let config = loom_server::Config {
+            bind_host: "127.0.0.1".into(),
+            port: 0,
+            database_url: db.options.url.clone(),
+            pg_schema: db.options.pg_schema.clone(),
+            database_max_connections: Some(4),
+            ..loom_server::Config::default()
+        };
+        let again = TestServer {
+            server: loom_server::spawn(config).await.expect("it starts again"),
+            db,
+            client,
+        };
+        again.wait_ready().await;
+        let n = again.name();
+        let mut c = McpClient::new(&again, Some(&token), "");
+        c.session = Some(kept);
+        c.version = "2025-03-26".into();
+        let list = c.request("tools/list", json!({})).await;
+        assert_eq!(list.status, 200, "{n}: {}", list.text);
+        // 2025-03-26: annotations, no titles
+        let tools = list.body["result"]["tools"].as_array().unwrap();
+        assert!(tools.iter().all(|t| t.get("title").is_none()), "{n}");
+        let r = c
+            .call(
+                "loom_memory_set",
+                json!({"memory_key": "after", "content": "c"}),
+            )
+            .await;
+        assert_eq!(r["isError"], false, "{n}: {r}");
+        let got = again
+            .post("memory.get", Some(&token), json!({"memory_key": "after"}))
+            .await;
+        assert_eq!(got.body["agent"], "restart-client", "{n}: {}", got.text);
+        c.session = Some(ended);
+        assert_eq!(c.request("ping", json!({})).await.status, 404, "{n}");
+        again.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn framing_batches_and_methods() {
     for t in servers(generous).await {

@@ -199,3 +199,110 @@ async fn three_replicas_share_writes_keys_and_revocations() {
         r.shutdown().await;
     }
 }
+
+/// One MCP request to replica `r`: its status, the session it names, and
+/// the JSON-RPC answer.
+async fn mcp(
+    client: &reqwest::Client,
+    r: &RunningServer,
+    token: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (u16, Option<String>, Value) {
+    let mut req = client
+        .post(format!("{}/mcp", r.url()))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&body);
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    let resp = req.send().await.expect("an answer");
+    let status = resp.status().as_u16();
+    let id = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (status, id, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// An MCP session opened on one replica is served by the others, with
+/// the agent its client's name gave; `DELETE /mcp` on another replica ends
+/// it everywhere (on the one that opened it within its recheck).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_is_served_by_every_replica_and_ends_on_all() {
+    let Some((rs, _db)) = replicas(|_| {}).await else {
+        eprintln!("LOOM_TEST_DATABASE_URL is not set: replicas need PostgreSQL");
+        return;
+    };
+    let client = reqwest::Client::new();
+    let (token, _) = rs[0].app.keys.mint(spec("ana")).expect("mint");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "Replica Client", "version": "1"}}});
+    let (s, session, _) = mcp(&client, &rs[0], &token, None, init).await;
+    let session = session.expect("a session id");
+    assert_eq!(s, 200);
+
+    let set = |key: &str| {
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "loom_memory_set", "arguments": {"memory_key": key, "content": "c"}}})
+    };
+    let (s, echoed, answer) = mcp(&client, &rs[1], &token, Some(&session), set("via-b")).await;
+    assert_eq!(
+        (s, echoed.as_deref()),
+        (200, Some(session.as_str())),
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    // filed under the agent the client's name gave, on the replica that
+    // never saw the initialize, and answered in the revision it agreed
+    // (2025-06-18: tool results carry structuredContent)
+    let (_, _, got) = post(
+        &client,
+        &rs[2],
+        &token,
+        "memory.get",
+        None,
+        json!({"memory_key": "via-b"}),
+    )
+    .await;
+    assert_eq!(got["agent"], "replica-client", "{got}");
+    assert!(
+        answer["result"].get("structuredContent").is_some(),
+        "{answer}"
+    );
+
+    // another bearer is refused on every replica, as on the first
+    let (other, _) = rs[0].app.keys.mint(spec("bob")).expect("mint");
+    let (s, _, _) = mcp(&client, &rs[2], &other, Some(&session), set("bob")).await;
+    assert_eq!(s, 404);
+
+    // ended through the third replica: 404 there at once, and on the
+    // first (which opened it and caches it) once it asks the store again
+    let end = client
+        .delete(format!("{}/mcp", rs[2].url()))
+        .bearer_auth(&token)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(end.status().as_u16(), 204);
+    let (s, _, _) = mcp(&client, &rs[2], &token, Some(&session), set("after")).await;
+    assert_eq!(s, 404);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"});
+        let (s, _, _) = mcp(&client, &rs[0], &token, Some(&session), ping).await;
+        if s == 404 || std::time::Instant::now() > deadline {
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, 404);
+    for r in rs {
+        r.shutdown().await;
+    }
+}

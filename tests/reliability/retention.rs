@@ -35,6 +35,10 @@ async fn insert(store: &Store, pruned: Pruned, at_ms: i64, id: &str) {
             "INSERT INTO idempotency_keys (org, subject, idem_key, op, request_hash, state, \
              created_ms) VALUES ('default', 's', $1, 'memory.set', '', 'done', $2)"
         }
+        Pruned::McpSessions => {
+            "INSERT INTO mcp_sessions (session_id, agent, revision, created_ms) \
+             VALUES ($1, 'a', '2025-11-25', $2)"
+        }
     };
     sqlx::query(sql)
         .bind(id)
@@ -48,6 +52,7 @@ async fn insert(store: &Store, pruned: Pruned, at_ms: i64, id: &str) {
 async fn ids(store: &Store, pruned: Pruned) -> Vec<String> {
     let column = match pruned {
         Pruned::Idempotency => "idem_key",
+        Pruned::McpSessions => "session_id",
         _ => "request_id",
     };
     let sql = format!("SELECT {column} FROM {} ORDER BY {column}", pruned.table());

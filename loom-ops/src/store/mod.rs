@@ -35,6 +35,7 @@ mod full_text_queue;
 mod gates;
 mod group;
 mod inline;
+mod mcp_sessions;
 mod multirow;
 mod oauth;
 mod oidc;
@@ -60,6 +61,7 @@ pub use gates::{
     GrantRow, IdemBegin, NamespaceAccess, NamespaceCreated, NewNamespace, SIGNING_KEY_SETTING,
 };
 pub use inline::{all_rows, first_row};
+pub use mcp_sessions::McpSessionRow;
 pub(crate) use multirow::{execute_chunked, execute_chunked_direct};
 pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;

@@ -37,15 +37,18 @@ pub enum Pruned {
     Audit,
     /// Stored answers of idempotent calls (`idempotency_keys`).
     Idempotency,
+    /// MCP sessions (`mcp_sessions`), by when they were opened.
+    McpSessions,
 }
 
 impl Pruned {
     /// Every kind, in the order a sweep prunes them.
-    pub const ALL: [Pruned; 4] = [
+    pub const ALL: [Pruned; 5] = [
         Pruned::Ledger,
         Pruned::Exposures,
         Pruned::Audit,
         Pruned::Idempotency,
+        Pruned::McpSessions,
     ];
 
     /// The table.
@@ -55,13 +58,14 @@ impl Pruned {
             Pruned::Exposures => "memory_exposures",
             Pruned::Audit => "audit_log",
             Pruned::Idempotency => "idempotency_keys",
+            Pruned::McpSessions => "mcp_sessions",
         }
     }
 
     /// The column that says when a row was written.
     const fn written(self) -> &'static str {
         match self {
-            Pruned::Idempotency => "created_ms",
+            Pruned::Idempotency | Pruned::McpSessions => "created_ms",
             _ => "at_ms",
         }
     }
@@ -70,10 +74,11 @@ impl Pruned {
     /// `backend`, if there is one: append-only rows get rising ids (SQLite's
     /// rowid, PostgreSQL's `id`), so their oldest are the lowest and a
     /// batch reads only them. (A stored answer's row is rewritten when its
-    /// key is used again; PostgreSQL's exposures have no id.)
+    /// key is used again; PostgreSQL's exposures and sessions have no id.)
     const fn in_order(self, backend: Backend) -> Option<&'static str> {
         match (self, backend) {
-            (Pruned::Idempotency, _) | (Pruned::Exposures, Backend::Postgres) => None,
+            (Pruned::Idempotency, _)
+            | (Pruned::Exposures | Pruned::McpSessions, Backend::Postgres) => None,
             (_, Backend::Sqlite) => Some("rowid"),
             (_, Backend::Postgres) => Some("id"),
         }
@@ -211,6 +216,10 @@ mod tests {
                 "INSERT INTO idempotency_keys (org, subject, idem_key, op, request_hash, \
                  state, created_ms) \
                  SELECT 'o', 's', $3 || i, 'memory.set', '', 'done', $2 FROM n"
+            }
+            Pruned::McpSessions => {
+                "INSERT INTO mcp_sessions (session_id, agent, revision, created_ms) \
+                 SELECT $3 || i, 'a', '2025-11-25', $2 FROM n"
             }
         };
         let sql = format!(

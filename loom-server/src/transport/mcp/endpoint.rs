@@ -25,7 +25,7 @@ use super::jsonrpc::{self, Body as RpcBody, JsonText, Message, code};
 use super::listing::Listings;
 use super::methods;
 use super::protocol::{self, Revision};
-use super::session::{Session, Sessions};
+use super::session::{self, Session, Sessions};
 use crate::app::App;
 use crate::pipeline;
 use crate::transport::guard;
@@ -378,7 +378,7 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
 
     let session_id = header_str(headers, &SESSION_ID).map(str::to_owned);
     let session = match &session_id {
-        Some(sid) => match mcp.sessions.get(sid) {
+        Some(sid) => match session::find(&mcp.sessions, &mcp.app.store, sid).await {
             Some(s) => Some(s),
             None => {
                 return session_gone(id.as_ref());
@@ -400,7 +400,7 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
     // with no token) to the first that acts in it.
     if let (Some(sid), Some(c)) = (&session_id, &caller)
         && session.is_some()
-        && !mcp.sessions.claim(sid, c)
+        && !session::claim(&mcp.sessions, &mcp.app.store, sid, c).await
     {
         return session_gone(id.as_ref());
     }
@@ -559,17 +559,24 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
                 false
             })
     };
-    match mcp.sessions.get(&id) {
+    match session::find(&mcp.sessions, &mcp.app.store, &id).await {
         Some(s) if !s.held_by(caller.as_ref()) => session_gone(None),
         Some(_) => {
             mcp.sessions.close(&id);
+            if let Err(e) = mcp.app.store.mcp_session_end(&id).await {
+                tracing::warn!(
+                    cause = e.internal_message().unwrap_or(e.message()),
+                    "MCP session not ended in the store: other replicas end it when they evict it"
+                );
+            }
             close_run().await;
             StatusCode::NO_CONTENT.into_response()
         }
-        // A session this process does not hold (it restarted, another
-        // replica opened it, or it was evicted) still ends its run, when
-        // the caller's own run of that session is open: the run is keyed by
-        // the caller's org and subject, so no one else's can be closed.
+        // A session no server keeps (opened before sessions were kept in
+        // the store, or evicted from a cache whose store write failed)
+        // still ends its run, when the caller's own run of that session is
+        // open: the run is keyed by the caller's org and subject, so no one
+        // else's can be closed.
         None if caller.is_some() && close_run().await => StatusCode::NO_CONTENT.into_response(),
         None => session_gone(None),
     }

@@ -215,8 +215,17 @@ async fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
         revision,
         principal: conn.caller.as_ref().map(Principal::of),
         run: None,
+        checked: std::time::Instant::now(),
     };
     let id = mcp.sessions.open(session.clone());
+    // Kept in the store before the answer names it, so the client's next
+    // request may reach any replica (or this server after a restart).
+    if let Err(e) = mcp.app.store.mcp_session_open(&session.row(&id)).await {
+        tracing::warn!(
+            cause = e.internal_message().unwrap_or(e.message()),
+            "MCP session not kept in the store: only this server knows it"
+        );
+    }
     conn.session_id = Some(id);
     conn.session = Some(session);
     conn.revision = revision;

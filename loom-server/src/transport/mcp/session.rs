@@ -1,15 +1,18 @@
 //! MCP sessions: `initialize` assigns an id; the client's name becomes the
-//! agent of later calls. The cache is in-process and bounded: losing an
-//! entry (a restart, another replica, eviction) only costs the client's
-//! agent name, which falls back to the default, and the session itself,
-//! which the client re-initializes on a 404 — sessions never authenticate;
-//! every request carries its token.
+//! agent of later calls. Sessions are kept in the store
+//! (`loom_ops::store::McpSessionRow`), so any replica, and the server after
+//! a restart, answers a request naming one ([`find`]); each server keeps
+//! what it read in a bounded in-process cache and asks the store again
+//! after [`RECHECK`], so a `DELETE /mcp` another replica answered ends the
+//! session here within that time. Sessions never authenticate: every
+//! request carries its token.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use loom_core::Caller;
+use loom_ops::store::{McpSessionRow, Store};
 
 use super::protocol::Revision;
 
@@ -28,6 +31,111 @@ pub struct Session {
     pub principal: Option<Principal>,
     /// Its implicit run, once a run-scoped call began it.
     pub run: Option<SessionRun>,
+    /// When this server opened it or last read it live from the store.
+    pub checked: Instant,
+}
+
+/// How long a server answers for a session from its cache before asking
+/// the store again whether it still lives (ended by `DELETE /mcp` on
+/// another replica). A read by primary key every few seconds per session
+/// in use.
+pub const RECHECK: Duration = Duration::from_secs(5);
+
+impl Session {
+    /// The session `row` keeps, when it is live and of a revision served.
+    fn from_row(row: &McpSessionRow) -> Option<Session> {
+        if row.ended_ms.is_some() {
+            return None;
+        }
+        let principal = match (&row.org, &row.subject) {
+            (Some(org), Some(subject)) => Some(Principal {
+                org: org.clone(),
+                subject: subject.clone(),
+            }),
+            _ => None,
+        };
+        Some(Session {
+            agent: row.agent.clone(),
+            revision: Revision::parse(&row.revision)?,
+            principal,
+            run: None,
+            checked: Instant::now(),
+        })
+    }
+
+    /// The row the store keeps of it, as session `id`.
+    pub fn row(&self, id: &str) -> McpSessionRow {
+        McpSessionRow {
+            session_id: id.to_owned(),
+            agent: self.agent.clone(),
+            revision: self.revision.as_str().to_owned(),
+            org: self.principal.as_ref().map(|p| p.org.clone()),
+            subject: self.principal.as_ref().map(|p| p.subject.clone()),
+            ended_ms: None,
+        }
+    }
+}
+
+/// The live session of `id`: from `sessions` while its entry is fresher
+/// than [`RECHECK`], else as `store` keeps it (and cached again, with the
+/// run this server knew of). A session the store does not keep (its write
+/// at `initialize` failed) is served from the cache alone, as is any
+/// session while the store does not answer.
+pub async fn find(sessions: &Sessions, store: &Store, id: &str) -> Option<Session> {
+    let cached = sessions.get(id);
+    if let Some(s) = &cached
+        && s.checked.elapsed() < RECHECK
+    {
+        return cached;
+    }
+    match store.mcp_session(id).await {
+        Ok(Some(row)) => match Session::from_row(&row) {
+            Some(mut s) => {
+                s.run = cached.and_then(|c| c.run);
+                sessions.put(id, s.clone());
+                Some(s)
+            }
+            None => {
+                sessions.close(id);
+                None
+            }
+        },
+        Ok(None) => cached,
+        Err(e) => {
+            tracing::warn!(
+                cause = e.internal_message().unwrap_or(e.message()),
+                "MCP session not read from the store; answering from this server's cache"
+            );
+            cached
+        }
+    }
+}
+
+/// Whether `caller` may act in session `id`, binding a session no token
+/// opened to `caller` first ([`Sessions::claim`]), in the store too, where
+/// another replica may have bound it already.
+pub async fn claim(sessions: &Sessions, store: &Store, id: &str, caller: &Caller) -> bool {
+    let unbound = sessions.get(id).is_some_and(|s| s.principal.is_none());
+    if !sessions.claim(id, caller) {
+        return false;
+    }
+    if !unbound {
+        return true;
+    }
+    match store
+        .mcp_session_bind(id, &caller.org, &caller.subject)
+        .await
+    {
+        Ok(true) | Err(_) => true,
+        // Another replica bound it first, or the store does not keep it.
+        Ok(false) => match store.mcp_session(id).await {
+            Ok(Some(_)) => {
+                sessions.close(id);
+                false
+            }
+            _ => true,
+        },
+    }
 }
 
 /// A session's implicit run, as this process last found it.
@@ -122,6 +230,23 @@ impl Sessions {
             .0
             .get(id)
             .cloned()
+    }
+
+    /// Puts session `id` as read from the store, replacing what was kept.
+    pub fn put(&self, id: &str, session: Session) {
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, order) = &mut *guard;
+        if map.insert(id.to_owned(), session).is_none() {
+            order.push_back(id.to_owned());
+            while map.len() > self.capacity {
+                match order.pop_front() {
+                    Some(old) => {
+                        map.remove(&old);
+                    }
+                    None => break,
+                }
+            }
+        }
     }
 
     /// Whether `caller` may act in session `id`, binding a session no
@@ -225,6 +350,7 @@ mod tests {
             revision: Revision::V2025_11_25,
             principal: None,
             run: None,
+            checked: Instant::now(),
         }
     }
 
