@@ -117,6 +117,34 @@ async fn a_session_outlives_a_restart_of_the_server() {
     }
 }
 
+/// A session the store no longer keeps (the retention sweep deleted it,
+/// on whichever replica) is gone on a server that still holds it in
+/// memory too, once that server asks the store again.
+#[tokio::test]
+async fn a_session_the_store_no_longer_keeps_is_gone() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("Pruned", "2025-11-25").await;
+        assert_eq!(c.request("ping", json!({})).await.status, 200);
+        sqlx::query("DELETE FROM mcp_sessions")
+            .execute(t.db.store.writer())
+            .await
+            .unwrap();
+        // polled, up to a bound far past the server's recheck (5 s)
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let status = loop {
+            let s = c.request("ping", json!({})).await.status;
+            if s == 404 || std::time::Instant::now() > deadline {
+                break s;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        assert_eq!(status, 404, "{}", t.name());
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn framing_batches_and_methods() {
     for t in servers(generous).await {
@@ -463,12 +491,14 @@ async fn bearer_rules_per_auth_mode() {
             401
         );
         // A session opened with no token is bound to the first bearer
-        // that acts in it; another bearer is told it is gone.
+        // that acts in it, also when two act at once; the other is told it
+        // is gone. Until then the store keeps no row of it: callers without
+        // a token add none.
+        let sessions = "SELECT COUNT(*) FROM mcp_sessions";
         let mut opened = McpClient::new(&t, None, "");
-        assert_eq!(
-            opened.initialize("Some Client", "2025-11-25").await.status,
-            200
-        );
+        let init = opened.initialize("Some Client", "2025-11-25").await;
+        assert_eq!(init.status, 200);
+        assert_eq!(t.count(sessions).await, 0);
         let in_session = |subject: &str| {
             let token = t.token("default", subject, Role::Writer, &[]);
             let mut c = McpClient::new(&t, Some(&token), "");
@@ -477,9 +507,30 @@ async fn bearer_rules_per_auth_mode() {
         };
         let (alice, bob) = (in_session("alice"), in_session("bob"));
         let caps = json!({"name": "loom_ops_capabilities"});
-        assert_eq!(alice.request("tools/call", caps.clone()).await.status, 200);
-        assert_eq!(bob.request("tools/call", caps.clone()).await.status, 404);
-        assert_eq!(alice.request("tools/call", caps).await.status, 200);
+        let (a, b) = tokio::join!(
+            async {
+                let mut s = Vec::new();
+                for _ in 0..4 {
+                    s.push(alice.request("tools/call", caps.clone()).await.status);
+                }
+                s
+            },
+            async {
+                let mut s = Vec::new();
+                for _ in 0..4 {
+                    s.push(bob.request("tools/call", caps.clone()).await.status);
+                }
+                s
+            }
+        );
+        // one of the two holds it, in every answer after its first
+        let held = |s: &[u16]| s.iter().all(|s| *s == 200);
+        let refused = |s: &[u16]| s.iter().all(|s| *s == 404);
+        assert!(
+            (held(&a) && refused(&b)) || (held(&b) && refused(&a)),
+            "{a:?} {b:?}"
+        );
+        assert_eq!(t.count(sessions).await, 1);
         t.server.shutdown().await;
     }
     for t in servers(|c| {

@@ -198,8 +198,10 @@ impl JwtKeys {
             return Err(InvalidToken("unknown kid".into()));
         }
         // Extensions the token says must be understood: Loom understands
-        // none (RFC 7515 4.1.11), and the crate does not check them.
-        if header.crit.is_some() {
+        // none (RFC 7515 4.1.11), and the crate does not check them. The
+        // header is read for the name itself: the crate reads `"crit":
+        // null` as no crit, where it is a malformed one.
+        if header.crit.is_some() || names_crit(token) {
             return Err(InvalidToken("crit names extensions not understood".into()));
         }
         if header
@@ -227,6 +229,22 @@ impl JwtKeys {
         }
         Ok(c)
     }
+}
+
+/// Whether `token`'s header (its first part, base64url JSON) names `crit`,
+/// whatever its value.
+fn names_crit(token: &str) -> bool {
+    use base64::Engine as _;
+    let Some(header) = token.split('.').next() else {
+        return false;
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(header.trim_end_matches('='))
+        .ok()
+        .and_then(|json| {
+            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&json).ok()
+        })
+        .is_some_and(|h| h.contains_key("crit"))
 }
 
 /// Whether `jti` has the form of every token id Loom issues: 32 lowercase

@@ -36,8 +36,8 @@ async fn insert(store: &Store, pruned: Pruned, at_ms: i64, id: &str) {
              created_ms) VALUES ('default', 's', $1, 'memory.set', '', 'done', $2)"
         }
         Pruned::McpSessions => {
-            "INSERT INTO mcp_sessions (session_id, agent, revision, created_ms) \
-             VALUES ($1, 'a', '2025-11-25', $2)"
+            "INSERT INTO mcp_sessions (session_id, agent, revision, created_ms, seen_ms) \
+             VALUES ($1, 'a', '2025-11-25', $2, $2)"
         }
     };
     sqlx::query(sql)

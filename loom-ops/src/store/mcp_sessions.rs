@@ -1,5 +1,5 @@
-//! MCP sessions in the store (`mcp_sessions`): written when `initialize`
-//! opens one, read by a server that does not hold it in memory (another
+//! MCP sessions in the store (`mcp_sessions`): written once a bearer holds
+//! one, read by a server that does not hold it in memory (another
 //! replica's, or its own from before a restart), ended by `DELETE /mcp`.
 //! The transport keeps what it read for a few seconds; every change here
 //! is one conditional statement, so replicas never disagree on who holds
@@ -28,25 +28,38 @@ pub struct McpSessionRow {
 }
 
 impl Store {
-    /// Keeps a session `initialize` opened.
-    pub async fn mcp_session_open(&self, s: &McpSessionRow) -> OpResult<()> {
-        sqlx::query(
-            "INSERT INTO mcp_sessions (session_id, agent, revision, org, subject, created_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
+    /// Keeps session `s`, held by its principal: `false` when the store
+    /// keeps it already, held by another principal. Sessions are kept once
+    /// a bearer holds them (at `initialize` with a token, or at the first
+    /// call with one in a session opened without), so no caller without a
+    /// token adds rows.
+    pub async fn mcp_session_keep(&self, s: &McpSessionRow) -> OpResult<bool> {
+        let now = now_ms();
+        let done = sqlx::query(
+            "INSERT INTO mcp_sessions (session_id, agent, revision, org, subject, created_ms, seen_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (session_id) DO NOTHING",
         )
         .bind(&s.session_id)
         .bind(&s.agent)
         .bind(&s.revision)
         .bind(s.org.as_deref())
         .bind(s.subject.as_deref())
-        .bind(now_ms())
+        .bind(now)
         .execute(self.writer())
         .await
         .map_err(db_error)?;
-        Ok(())
+        if done.rows_affected() > 0 {
+            return Ok(true);
+        }
+        // Kept already: by this principal (another replica, a retry), or not.
+        Ok(self
+            .mcp_session(&s.session_id)
+            .await?
+            .is_some_and(|kept| kept.org == s.org && kept.subject == s.subject))
     }
 
-    /// The session of `id`, ended or not; `None` when no server opened it.
+    /// The session of `id`, ended or not; `None` when the store does not
+    /// keep it.
     pub async fn mcp_session(&self, id: &str) -> OpResult<Option<McpSessionRow>> {
         sqlx::query_as(
             "SELECT session_id, agent, revision, org, subject, ended_ms \
@@ -58,21 +71,15 @@ impl Store {
         .map_err(db_error)
     }
 
-    /// Binds session `id`, opened with no token, to (`org`, `subject`);
-    /// true when it is (now, or already) theirs, false when another
-    /// principal holds it or it is not kept.
-    pub async fn mcp_session_bind(&self, id: &str, org: &str, subject: &str) -> OpResult<bool> {
-        let done = sqlx::query(
-            "UPDATE mcp_sessions SET org = $2, subject = $3 \
-             WHERE session_id = $1 AND (subject IS NULL OR (org = $2 AND subject = $3))",
-        )
-        .bind(id)
-        .bind(org)
-        .bind(subject)
-        .execute(self.writer())
-        .await
-        .map_err(db_error)?;
-        Ok(done.rows_affected() > 0)
+    /// Notes that session `id` is in use (retention keeps it by this).
+    pub async fn mcp_session_seen(&self, id: &str) -> OpResult<()> {
+        sqlx::query("UPDATE mcp_sessions SET seen_ms = $2 WHERE session_id = $1")
+            .bind(id)
+            .bind(now_ms())
+            .execute(self.writer())
+            .await
+            .map_err(db_error)?;
+        Ok(())
     }
 
     /// Ends session `id`; false when it was not live.
@@ -95,40 +102,34 @@ mod tests {
     use crate::store::testing;
 
     #[tokio::test]
-    async fn a_session_is_kept_bound_once_and_ended() {
+    async fn a_session_is_kept_once_by_its_holder_and_ended() {
         for test in testing::all().await {
             let (store, n) = (&test.store, test.name());
-            let open = McpSessionRow {
+            let row = |subject: &str| McpSessionRow {
                 session_id: "s1".into(),
                 agent: "cursor".into(),
                 revision: "2025-11-25".into(),
-                org: None,
-                subject: None,
+                org: Some("o".into()),
+                subject: Some(subject.into()),
                 ended_ms: None,
             };
-            store.mcp_session_open(&open).await.unwrap();
-            assert_eq!(store.mcp_session("s1").await.unwrap(), Some(open), "{n}");
+            assert!(store.mcp_session_keep(&row("ana")).await.unwrap(), "{n}");
+            assert_eq!(
+                store.mcp_session("s1").await.unwrap(),
+                Some(row("ana")),
+                "{n}"
+            );
             assert_eq!(store.mcp_session("s2").await.unwrap(), None, "{n}");
-            // The first bearer binds it; the same again is still theirs,
-            // another is refused.
-            assert!(
-                store.mcp_session_bind("s1", "o", "ana").await.unwrap(),
+            // Kept again by its holder (another replica): still theirs;
+            // by another principal: refused, and left as it was.
+            assert!(store.mcp_session_keep(&row("ana")).await.unwrap(), "{n}");
+            assert!(!store.mcp_session_keep(&row("bob")).await.unwrap(), "{n}");
+            assert_eq!(
+                store.mcp_session("s1").await.unwrap(),
+                Some(row("ana")),
                 "{n}"
             );
-            assert!(
-                store.mcp_session_bind("s1", "o", "ana").await.unwrap(),
-                "{n}"
-            );
-            assert!(
-                !store.mcp_session_bind("s1", "o", "bob").await.unwrap(),
-                "{n}"
-            );
-            assert!(
-                !store.mcp_session_bind("s2", "o", "ana").await.unwrap(),
-                "{n}"
-            );
-            let bound = store.mcp_session("s1").await.unwrap().unwrap();
-            assert_eq!(bound.subject.as_deref(), Some("ana"), "{n}");
+            store.mcp_session_seen("s1").await.unwrap();
             assert!(store.mcp_session_end("s1").await.unwrap(), "{n}");
             assert!(!store.mcp_session_end("s1").await.unwrap(), "{n}");
             let ended = store.mcp_session("s1").await.unwrap().unwrap();

@@ -37,7 +37,8 @@ pub enum Pruned {
     Audit,
     /// Stored answers of idempotent calls (`idempotency_keys`).
     Idempotency,
-    /// MCP sessions (`mcp_sessions`), by when they were opened.
+    /// MCP sessions (`mcp_sessions`), by when a server last found them in
+    /// use.
     McpSessions,
 }
 
@@ -65,7 +66,8 @@ impl Pruned {
     /// The column that says when a row was written.
     const fn written(self) -> &'static str {
         match self {
-            Pruned::Idempotency | Pruned::McpSessions => "created_ms",
+            Pruned::Idempotency => "created_ms",
+            Pruned::McpSessions => "seen_ms",
             _ => "at_ms",
         }
     }
@@ -74,11 +76,12 @@ impl Pruned {
     /// `backend`, if there is one: append-only rows get rising ids (SQLite's
     /// rowid, PostgreSQL's `id`), so their oldest are the lowest and a
     /// batch reads only them. (A stored answer's row is rewritten when its
-    /// key is used again; PostgreSQL's exposures and sessions have no id.)
+    /// key is used again, a session is pruned by its last use, and
+    /// PostgreSQL's exposures have no id.)
     const fn in_order(self, backend: Backend) -> Option<&'static str> {
         match (self, backend) {
-            (Pruned::Idempotency, _)
-            | (Pruned::Exposures | Pruned::McpSessions, Backend::Postgres) => None,
+            (Pruned::Idempotency | Pruned::McpSessions, _)
+            | (Pruned::Exposures, Backend::Postgres) => None,
             (_, Backend::Sqlite) => Some("rowid"),
             (_, Backend::Postgres) => Some("id"),
         }
@@ -218,8 +221,8 @@ mod tests {
                  SELECT 'o', 's', $3 || i, 'memory.set', '', 'done', $2 FROM n"
             }
             Pruned::McpSessions => {
-                "INSERT INTO mcp_sessions (session_id, agent, revision, created_ms) \
-                 SELECT $3 || i, 'a', '2025-11-25', $2 FROM n"
+                "INSERT INTO mcp_sessions (session_id, agent, revision, created_ms, seen_ms) \
+                 SELECT $3 || i, 'a', '2025-11-25', $2, $2 FROM n"
             }
         };
         let sql = format!(

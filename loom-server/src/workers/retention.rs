@@ -2,7 +2,7 @@
 //! than `LOOM_LEDGER_RETENTION_DAYS`, `LOOM_EXPOSURE_RETENTION_DAYS` and
 //! `LOOM_AUDIT_RETENTION_DAYS` keep them, stored idempotent answers past
 //! `LOOM_IDEMPOTENCY_TTL_SECS` (never replayed again) and MCP sessions
-//! opened longer ago than the ledger keeps calls, once at start
+//! unused for longer than the ledger keeps calls, once at start
 //! and then every [`EVERY`] (`loom_ops::store::Store::prune` says how).
 //! Every replica may sweep: a row is deleted once whoever gets to it.
 
@@ -27,8 +27,8 @@ fn kept(app: &App, pruned: Pruned) -> Option<Duration> {
         Pruned::Exposures => app.config.exposure_retention,
         Pruned::Audit => app.config.audit_retention,
         Pruned::Idempotency => Some(app.config.idempotency_ttl),
-        // A session is as old as the ledger keeps calls: one opened longer
-        // ago answers 404 and its client opens another.
+        // A session unused for as long as the ledger keeps calls answers
+        // 404, and its client opens another.
         Pruned::McpSessions => app.config.ledger_retention,
     }
 }

@@ -398,9 +398,8 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
     };
     // A session is bound to the principal that opened it, or (opened
     // with no token) to the first that acts in it.
-    if let (Some(sid), Some(c)) = (&session_id, &caller)
-        && session.is_some()
-        && !session::claim(&mcp.sessions, &mcp.app.store, sid, c).await
+    if let (Some(sid), Some(s), Some(c)) = (&session_id, &session, &caller)
+        && !session::claim(&mcp.sessions, &mcp.app.store, sid, s, c).await
     {
         return session_gone(id.as_ref());
     }

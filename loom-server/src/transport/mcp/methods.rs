@@ -210,21 +210,31 @@ async fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
     let requested = params.get("protocolVersion").and_then(Value::as_str);
     let revision = Revision::negotiate(requested);
     let client = params.pointer("/clientInfo/name").and_then(Value::as_str);
-    let session = Session {
+    let mut session = Session {
         agent: agent_slug(client),
         revision,
         principal: conn.caller.as_ref().map(Principal::of),
         run: None,
         checked: std::time::Instant::now(),
+        stored: false,
+        seen: std::time::Instant::now(),
     };
     let id = mcp.sessions.open(session.clone());
-    // Kept in the store before the answer names it, so the client's next
-    // request may reach any replica (or this server after a restart).
-    if let Err(e) = mcp.app.store.mcp_session_open(&session.row(&id)).await {
-        tracing::warn!(
-            cause = e.internal_message().unwrap_or(e.message()),
-            "MCP session not kept in the store: only this server knows it"
-        );
+    // One a bearer holds is kept in the store before the answer names it,
+    // so the client's next request may reach any replica (or this server
+    // after a restart); one opened with no token, once a bearer acts in it
+    // (`session::claim`).
+    if session.principal.is_some() {
+        match mcp.app.store.mcp_session_keep(&session.row(&id)).await {
+            Ok(kept) => session.stored = kept,
+            Err(e) => tracing::warn!(
+                cause = e.internal_message().unwrap_or(e.message()),
+                "MCP session not kept in the store: only this server knows it"
+            ),
+        }
+        if session.stored {
+            mcp.sessions.put(&id, session.clone());
+        }
     }
     conn.session_id = Some(id);
     conn.session = Some(session);

@@ -1,11 +1,13 @@
 //! MCP sessions: `initialize` assigns an id; the client's name becomes the
-//! agent of later calls. Sessions are kept in the store
+//! agent of later calls. A session a bearer holds is kept in the store
 //! (`loom_ops::store::McpSessionRow`), so any replica, and the server after
 //! a restart, answers a request naming one ([`find`]); each server keeps
 //! what it read in a bounded in-process cache and asks the store again
 //! after [`RECHECK`], so a `DELETE /mcp` another replica answered ends the
-//! session here within that time. Sessions never authenticate: every
-//! request carries its token.
+//! session here within that time. One opened with no token is kept only
+//! in the memory of the server that opened it until a bearer acts in it
+//! ([`claim`]): callers without a token add no rows. Sessions never
+//! authenticate: every request carries its token.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -33,7 +35,16 @@ pub struct Session {
     pub run: Option<SessionRun>,
     /// When this server opened it or last read it live from the store.
     pub checked: Instant,
+    /// Whether the store keeps it: one it no longer keeps (ended, pruned)
+    /// is gone, where one it never kept lives in this server's memory.
+    pub stored: bool,
+    /// When this server last noted in the store that it is in use.
+    pub seen: Instant,
 }
+
+/// How often a session in use is noted as such in the store, at most:
+/// retention keeps a session by its last use, in days.
+const SEEN_EVERY: Duration = Duration::from_secs(3_600);
 
 /// How long a server answers for a session from its cache before asking
 /// the store again whether it still lives (ended by `DELETE /mcp` on
@@ -60,6 +71,8 @@ impl Session {
             principal,
             run: None,
             checked: Instant::now(),
+            stored: true,
+            seen: Instant::now(),
         })
     }
 
@@ -78,20 +91,33 @@ impl Session {
 
 /// The live session of `id`: from `sessions` while its entry is fresher
 /// than [`RECHECK`], else as `store` keeps it (and cached again, with the
-/// run this server knew of). A session the store does not keep (its write
-/// at `initialize` failed) is served from the cache alone, as is any
-/// session while the store does not answer.
+/// run this server knew of). A session the store never kept (opened with
+/// no token and not yet held, or its write failed) is served from the
+/// cache alone, as is any session while the store does not answer; one it
+/// kept and no longer does (pruned) is gone.
 pub async fn find(sessions: &Sessions, store: &Store, id: &str) -> Option<Session> {
     let cached = sessions.get(id);
     if let Some(s) = &cached
-        && s.checked.elapsed() < RECHECK
+        && (s.checked.elapsed() < RECHECK || !s.stored)
     {
         return cached;
     }
     match store.mcp_session(id).await {
         Ok(Some(row)) => match Session::from_row(&row) {
             Some(mut s) => {
-                s.run = cached.and_then(|c| c.run);
+                if let Some(c) = cached {
+                    s.run = c.run;
+                    s.seen = c.seen;
+                }
+                if s.seen.elapsed() >= SEEN_EVERY {
+                    s.seen = Instant::now();
+                    if let Err(e) = store.mcp_session_seen(id).await {
+                        tracing::warn!(
+                            cause = e.internal_message().unwrap_or(e.message()),
+                            "MCP session's use not noted"
+                        );
+                    }
+                }
                 sessions.put(id, s.clone());
                 Some(s)
             }
@@ -100,7 +126,10 @@ pub async fn find(sessions: &Sessions, store: &Store, id: &str) -> Option<Sessio
                 None
             }
         },
-        Ok(None) => cached,
+        Ok(None) => {
+            sessions.close(id);
+            None
+        }
         Err(e) => {
             tracing::warn!(
                 cause = e.internal_message().unwrap_or(e.message()),
@@ -111,30 +140,40 @@ pub async fn find(sessions: &Sessions, store: &Store, id: &str) -> Option<Sessio
     }
 }
 
-/// Whether `caller` may act in session `id`, binding a session no token
-/// opened to `caller` first ([`Sessions::claim`]), in the store too, where
-/// another replica may have bound it already.
-pub async fn claim(sessions: &Sessions, store: &Store, id: &str, caller: &Caller) -> bool {
-    let unbound = sessions.get(id).is_some_and(|s| s.principal.is_none());
-    if !sessions.claim(id, caller) {
-        return false;
+/// Whether `caller` may act in `session` (of id `id`, as [`find`] found
+/// it): its holder may; in one no token opened, the first bearer to act
+/// becomes its holder, kept in the store first (where another replica's
+/// bearer may have been first) and only then in this server's memory, so
+/// no request of another bearer is served meanwhile.
+pub async fn claim(
+    sessions: &Sessions,
+    store: &Store,
+    id: &str,
+    session: &Session,
+    caller: &Caller,
+) -> bool {
+    if let Some(p) = &session.principal {
+        return p.is(caller);
     }
-    if !unbound {
-        return true;
-    }
-    match store
-        .mcp_session_bind(id, &caller.org, &caller.subject)
-        .await
-    {
-        Ok(true) | Err(_) => true,
-        // Another replica bound it first, or the store does not keep it.
-        Ok(false) => match store.mcp_session(id).await {
-            Ok(Some(_)) => {
-                sessions.close(id);
-                false
-            }
-            _ => true,
-        },
+    let mut held = session.clone();
+    held.principal = Some(Principal::of(caller));
+    match store.mcp_session_keep(&held.row(id)).await {
+        Ok(true) => {
+            held.stored = true;
+            sessions.hold(id, held)
+        }
+        Ok(false) => {
+            sessions.close(id);
+            false
+        }
+        // Held in this server's memory alone while the store does not answer.
+        Err(e) => {
+            tracing::warn!(
+                cause = e.internal_message().unwrap_or(e.message()),
+                "MCP session not kept in the store: only this server knows it"
+            );
+            sessions.hold(id, held)
+        }
     }
 }
 
@@ -249,21 +288,24 @@ impl Sessions {
         }
     }
 
-    /// Whether `caller` may act in session `id`, binding a session no
-    /// token opened (`discovery_only`) to `caller` first: without that,
-    /// every bearer of the org could share it, and the agent its
-    /// anonymous opener named. `false` for a session another principal
-    /// holds; `true` for one this process does not hold (the caller is
-    /// told it is gone elsewhere).
-    pub fn claim(&self, id: &str, caller: &Caller) -> bool {
+    /// Makes `held` (session `id` with its holder) the session kept here,
+    /// unless this server holds it for another principal already (two
+    /// bearers racing on this server); whether `held`'s holder holds it.
+    fn hold(&self, id: &str, held: Session) -> bool {
         let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(session) = guard.0.get_mut(id) else {
-            return true;
-        };
-        match &session.principal {
-            Some(p) => p.is(caller),
+        let (map, order) = &mut *guard;
+        match map.get_mut(id) {
+            Some(kept) => match &kept.principal {
+                Some(p) => Some(p) == held.principal.as_ref(),
+                None => {
+                    kept.principal = held.principal;
+                    kept.stored |= held.stored;
+                    true
+                }
+            },
             None => {
-                session.principal = Some(Principal::of(caller));
+                map.insert(id.to_owned(), held);
+                order.push_back(id.to_owned());
                 true
             }
         }
@@ -351,6 +393,8 @@ mod tests {
             principal: None,
             run: None,
             checked: Instant::now(),
+            stored: false,
+            seen: Instant::now(),
         }
     }
 
