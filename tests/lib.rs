@@ -103,6 +103,28 @@ pub async fn servers(tweak: impl Fn(&mut Config)) -> Vec<TestServer> {
     out
 }
 
+/// Asks `answer` every 100 ms until it gives `want` or `bound` has
+/// passed; its last answer. For what a server does in the background
+/// (a recheck, a sweep), which no call of the test can wait for.
+pub async fn poll_until<T, F>(
+    bound: std::time::Duration,
+    want: T,
+    mut answer: impl FnMut() -> F,
+) -> T
+where
+    T: PartialEq,
+    F: std::future::Future<Output = T>,
+{
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        let got = answer().await;
+        if got == want || std::time::Instant::now() > deadline {
+            return got;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// Polls `<url>/readyz` (bounded) until it answers 200: a server checks
 /// no token before it has loaded the revocation list.
 pub async fn wait_ready(client: &reqwest::Client, url: &str, name: &str) {

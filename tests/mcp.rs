@@ -1,7 +1,7 @@
 //! MCP at `/mcp` end to end, over a real socket, on every backend.
 
 use loom_core::Role;
-use loom_tests::{McpClient, TestServer, generous, servers};
+use loom_tests::{McpClient, TestServer, generous, poll_until, servers};
 use serde_json::{Value, json};
 
 fn admin(t: &TestServer) -> String {
@@ -132,14 +132,8 @@ async fn a_session_the_store_no_longer_keeps_is_gone() {
             .await
             .unwrap();
         // polled, up to a bound far past the server's recheck (5 s)
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let status = loop {
-            let s = c.request("ping", json!({})).await.status;
-            if s == 404 || std::time::Instant::now() > deadline {
-                break s;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        };
+        let ping = || async { c.request("ping", json!({})).await.status };
+        let status = poll_until(std::time::Duration::from_secs(30), 404, ping).await;
         assert_eq!(status, 404, "{}", t.name());
         t.server.shutdown().await;
     }

@@ -292,15 +292,11 @@ async fn an_mcp_session_is_served_by_every_replica_and_ends_on_all() {
     assert_eq!(end.status().as_u16(), 204);
     let (s, _, _) = mcp(&client, &rs[2], &token, Some(&session), set("after")).await;
     assert_eq!(s, 404);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
+    let ping = || async {
         let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"});
-        let (s, _, _) = mcp(&client, &rs[0], &token, Some(&session), ping).await;
-        if s == 404 || std::time::Instant::now() > deadline {
-            break s;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        mcp(&client, &rs[0], &token, Some(&session), ping).await.0
     };
+    let status = loom_tests::poll_until(Duration::from_secs(30), 404, ping).await;
     assert_eq!(status, 404);
     for r in rs {
         r.shutdown().await;

@@ -4,7 +4,7 @@
 //! and rows inside their retention stay. On SQLite and, when
 //! `LOOM_TEST_DATABASE_URL` is set, on PostgreSQL.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use loom_ops::store::{Pruned, Store, now_ms, testing};
 use loom_server::Config;
@@ -94,18 +94,15 @@ async fn a_server_deletes_rows_past_their_retention_and_keeps_the_rest() {
         };
         // The sweep runs in the background: polled, up to a bound far past
         // what it takes.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let seen = loop {
+        let want: Vec<_> = Pruned::ALL.into_iter().map(|p| (p, expected(p))).collect();
+        let tables = || async {
             let mut seen = Vec::new();
             for pruned in Pruned::ALL {
                 seen.push((pruned, ids(&db.store, pruned).await));
             }
-            let swept = seen.iter().all(|(p, there)| *there == expected(*p));
-            if swept || Instant::now() > deadline {
-                break seen;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            seen
         };
+        let seen = loom_tests::poll_until(Duration::from_secs(30), want, tables).await;
         for (pruned, there) in seen {
             assert_eq!(
                 there,
