@@ -194,10 +194,9 @@ fn json_text(text: String) -> Response {
         .into_response()
 }
 
-/// The 404 for a session Loom does not know (ended, evicted, another
-/// replica's, or another principal's): the client initializes again.
-/// 404 for a session this process does not hold; `id` is the request's
-/// when the body was one request ([`refused_id`]).
+/// The 404 for a session Loom does not know (ended, pruned, never opened,
+/// or another principal's): the client initializes again. `id` is the
+/// request's when the body was one request.
 fn session_gone(id: Option<&jsonrpc::Id>) -> Response {
     rpc_error_response(
         StatusCode::NOT_FOUND,
@@ -565,7 +564,7 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
             if let Err(e) = mcp.app.store.mcp_session_end(&id).await {
                 tracing::warn!(
                     cause = e.internal_message().unwrap_or(e.message()),
-                    "MCP session not ended in the store: other replicas end it when they evict it"
+                    "MCP session not ended in the store: other replicas may still serve it"
                 );
             }
             close_run().await;
