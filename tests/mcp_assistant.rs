@@ -329,6 +329,30 @@ async fn assistant_reads_span_agents_and_single_writer_reads_need_the_writer() {
         ] {
             assert!(props(&listed, tool)["agent"].is_object(), "{tool}");
         }
+        // ... and lists it as required on the reads of one writer's rows,
+        // which refuse a call that leaves it out (below)
+        let required = |tool: &str| -> Vec<Value> {
+            let tools = listed["result"]["tools"].as_array().unwrap();
+            let found = tools.iter().find(|x| x["name"] == tool).unwrap();
+            found["inputSchema"]["required"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        };
+        for (tool, needs_writer) in [
+            ("loom_memory_provenance", true),
+            ("loom_memory_aggregate", true),
+            ("loom_memory_inspect", false),
+            ("loom_memory_get", false),
+        ] {
+            let listed_required = required(tool).contains(&json!("agent"));
+            assert_eq!(
+                listed_required,
+                needs_writer,
+                "{tool}: {:?}",
+                required(tool)
+            );
+        }
         // Who holds a grant is one of its reads (the spec's assistant roster).
         assert!(props(&listed, "loom_grants_list").is_object());
         // It lists no loom_search: its descriptions, on every profile,

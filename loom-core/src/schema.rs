@@ -25,6 +25,12 @@ pub const SERVER_FILLED: &[&str] = &["org", "agent", "user_id", "session_id", "c
 /// The schema key that marks a field for the shaping.
 pub const FIELD_MARK: &str = "x-loom-field";
 
+/// The schema key (`true`) that marks an op's `agent` as the writer whose
+/// rows it reads: a listing whose calls' own agent cannot stand in for it
+/// (the assistant's) lists it as required, as the op refuses a call there
+/// that leaves it out.
+pub const WRITER_MARK: &str = "x-loom-writer";
+
 /// How much of each tool a listing shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Profile {

@@ -8,7 +8,7 @@ use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 use super::chain;
 use super::model::{
     Aggregates, Group, GroupBy, MemoryAggregate, MemoryInspection, MemoryLookup, MemoryProvenance,
-    ProvenanceStep,
+    ProvenanceLookup, ProvenanceStep,
 };
 use super::store::{self as sql, COLUMNS, Row};
 use super::usage::UsageLog;
@@ -135,7 +135,7 @@ struct StepRow {
 pub async fn provenance(
     store: &Store,
     cx: &OpCx,
-    input: MemoryLookup,
+    input: ProvenanceLookup,
 ) -> OpResult<MemoryProvenance> {
     validate::key("memory_key", &input.memory_key)?;
     require_writer(cx, input.agent.as_deref())?;

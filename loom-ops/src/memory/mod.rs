@@ -20,7 +20,7 @@ use self::model::{
     Aggregates, Applied, MemoryAggregate, MemoryAnswer, MemoryApply, MemoryAsk, MemoryGet,
     MemoryGot, MemoryHistory, MemoryHistoryPage, MemoryInspection, MemoryKey, MemoryList,
     MemoryLookup, MemoryPage, MemoryProvenance, MemorySearch, MemorySearchResult, MemorySet,
-    MemoryUpdate, MemoryWritten,
+    MemoryUpdate, MemoryWritten, ProvenanceLookup,
 };
 use self::write::Change;
 use crate::outcome::audited;
@@ -160,7 +160,7 @@ async fn inspect(cx: &OpCx, input: MemoryLookup) -> OpResult<MemoryInspection> {
 /// every change with its agent, subject and request, oldest first. For the
 /// content of each version use memory.history.
 #[loom_op(role = "viewer", idempotent, toolsets(assistant))]
-async fn provenance(cx: &OpCx, input: MemoryLookup) -> OpResult<MemoryProvenance> {
+async fn provenance(cx: &OpCx, input: ProvenanceLookup) -> OpResult<MemoryProvenance> {
     insight::provenance(cx.service::<Store>()?, cx, input).await
 }
 

@@ -497,7 +497,7 @@ pub struct MemoryAnswer {
     pub evidence: Vec<Evidence>,
 }
 
-/// Arguments of `memory.inspect` and `memory.provenance`.
+/// Arguments of `memory.inspect`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryLookup {
@@ -506,6 +506,20 @@ pub struct MemoryLookup {
     /// The namespace (default: the caller's).
     pub namespace: Option<String>,
     /// The agent holding the row (default: the caller, else any agent).
+    pub agent: Option<String>,
+}
+
+/// Arguments of `memory.provenance`: a read of one writer's row.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProvenanceLookup {
+    /// The key.
+    pub memory_key: String,
+    /// The namespace (default: the caller's).
+    pub namespace: Option<String>,
+    /// The agent holding the row (default: the caller; on the assistant
+    /// toolset required: a search hit's agent).
+    #[schemars(extend("x-loom-writer" = true))]
     pub agent: Option<String>,
 }
 
@@ -583,7 +597,9 @@ pub struct MemoryAggregate {
     pub group_by: GroupBy,
     /// The namespace (default: the caller's).
     pub namespace: Option<String>,
-    /// Only this agent's rows (default: every agent's).
+    /// Only this agent's rows (default: every agent's; on the assistant
+    /// toolset required: the writer whose rows to count).
+    #[schemars(extend("x-loom-writer" = true))]
     pub agent: Option<String>,
 }
 

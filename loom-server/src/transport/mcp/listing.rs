@@ -201,10 +201,14 @@ fn op_tool(
 /// of one writer's rows must name the writer (a search hit's agent), so
 /// its listing offers `agent` on every read that takes one, which the
 /// other listings leave for the server to fill.
+/// One that reads one writer's rows (its `agent` marked
+/// [`loom_core::schema::WRITER_MARK`]) lists it as required, as the op
+/// refuses a call of the assistant's that leaves it out.
 fn offer_agent(op: &Op, input: &mut Value, profile: Profile) {
     let Some(agent) = op.input_schema.pointer("/properties/agent") else {
         return;
     };
+    let writer = agent.get(loom_core::schema::WRITER_MARK) == Some(&Value::Bool(true));
     let mut agent = agent.clone();
     loom_core::schema::strip_marks(&mut agent);
     if profile == Profile::Compact {
@@ -212,6 +216,12 @@ fn offer_agent(op: &Op, input: &mut Value, profile: Profile) {
     }
     if let Some(Value::Object(props)) = input.get_mut("properties") {
         props.insert("agent".into(), agent);
+    }
+    if writer {
+        match input.get_mut("required") {
+            Some(Value::Array(required)) => required.push("agent".into()),
+            _ => input["required"] = json!(["agent"]),
+        }
     }
 }
 
