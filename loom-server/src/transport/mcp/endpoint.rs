@@ -194,6 +194,16 @@ fn json_text(text: String) -> Response {
         .into_response()
 }
 
+/// The id a refusal of the whole request names: the request's own when
+/// the body is one request (clients match an error to its request by id);
+/// none for a batch or a notification, which JSON-RPC answers id-less.
+fn sole_id(messages: &[Message], batch: bool) -> Option<&jsonrpc::Id> {
+    match messages {
+        [Message::Request { id, .. }] if !batch => Some(id),
+        _ => None,
+    }
+}
+
 /// The 404 for a session Loom does not know (ended, pruned, never opened,
 /// or another principal's): the client initializes again. `id` is the
 /// request's when the body was one request.
@@ -358,11 +368,11 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
     // Parsed before the header is checked, which still answers first: a
     // refusal of the whole request names the request's id when it is one.
     let parsed = jsonrpc::parse(&bytes);
-    let id = match &parsed {
-        Ok(RpcBody::Single(Message::Request { id, .. })) => Some(id.clone()),
+    let sole = match &parsed {
+        Ok(RpcBody::Single(m)) => sole_id(std::slice::from_ref(m), false),
         _ => None,
     };
-    let header_revision = match check_protocol_header(headers, id.as_ref()) {
+    let header_revision = match check_protocol_header(headers, sole) {
         Ok(r) => r,
         Err(refusal) => return *refusal,
     };
@@ -374,13 +384,14 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
         RpcBody::Single(m) => (vec![m], false),
         RpcBody::Batch(ms) => (ms, true),
     };
+    let id = sole_id(&messages, batch);
 
     let session_id = header_str(headers, &SESSION_ID).map(str::to_owned);
     let session = match &session_id {
         Some(sid) => match session::find(&mcp.sessions, &mcp.app.store, sid).await {
             Some(s) => Some(s),
             None => {
-                return session_gone(id.as_ref());
+                return session_gone(id);
             }
         },
         None => None,
@@ -391,7 +402,7 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
         Message::Request { method, .. } => needs_bearer(mode, method),
         _ => false,
     });
-    let (caller, authenticated) = match authenticate(&mcp, headers, required, id.as_ref()) {
+    let (caller, authenticated) = match authenticate(&mcp, headers, required, id) {
         Ok(a) => a,
         Err(refusal) => return *refusal,
     };
@@ -400,7 +411,7 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
     if let (Some(sid), Some(s), Some(c)) = (&session_id, &session, &caller)
         && !session::claim(&mcp.sessions, &mcp.app.store, sid, s, c).await
     {
-        return session_gone(id.as_ref());
+        return session_gone(id);
     }
 
     let config = &mcp.app.config.mcp;

@@ -8,7 +8,7 @@ use super::jsonrpc::{self, Id, JsonText, Message, Reply, code};
 use super::listing::LIST_TTL_MS;
 use super::primer::{self, Workspace};
 use super::protocol::{self, Revision};
-use super::session::{Principal, Session, agent_slug};
+use super::session::{Principal, Session, Sessions, agent_slug};
 use super::tools;
 use crate::pipeline::identity::{ANONYMOUS, DEFAULT_NAMESPACE, DEFAULT_ORG};
 
@@ -219,7 +219,7 @@ async fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
         stored: false,
         seen: std::time::Instant::now(),
     };
-    let id = mcp.sessions.open(session.clone());
+    let id = Sessions::new_id();
     // One a bearer holds is kept in the store before the answer names it,
     // so the client's next request may reach any replica (or this server
     // after a restart); one opened with no token, once a bearer acts in it
@@ -232,10 +232,8 @@ async fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
                 "MCP session not kept in the store: only this server knows it"
             ),
         }
-        if session.stored {
-            mcp.sessions.put(&id, session.clone());
-        }
     }
+    mcp.sessions.put(&id, session.clone());
     conn.session_id = Some(id);
     conn.session = Some(session);
     conn.revision = revision;

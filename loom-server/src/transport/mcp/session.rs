@@ -243,21 +243,15 @@ impl Sessions {
         }
     }
 
-    /// Opens a session and returns its id: 32 random hex characters (visible ASCII).
+    /// A new session id: 32 random hex characters (visible ASCII).
+    pub fn new_id() -> String {
+        uuid::Uuid::new_v4().simple().to_string()
+    }
+
+    /// Opens a session under a new id ([`Sessions::new_id`]) and returns it.
     pub fn open(&self, session: Session) -> String {
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let (map, order) = &mut *guard;
-        while map.len() >= self.capacity {
-            match order.pop_front() {
-                Some(old) => {
-                    map.remove(&old);
-                }
-                None => break,
-            }
-        }
-        map.insert(id.clone(), session);
-        order.push_back(id.clone());
+        let id = Self::new_id();
+        self.put(&id, session);
         id
     }
 
@@ -271,19 +265,30 @@ impl Sessions {
             .cloned()
     }
 
-    /// Puts session `id` as read from the store, replacing what was kept.
+    /// Keeps session `id`, replacing what was kept of it.
     pub fn put(&self, id: &str, session: Session) {
         let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let (map, order) = &mut *guard;
-        if map.insert(id.to_owned(), session).is_none() {
-            order.push_back(id.to_owned());
-            while map.len() > self.capacity {
-                match order.pop_front() {
-                    Some(old) => {
-                        map.remove(&old);
-                    }
-                    None => break,
+        self.place(&mut guard, id, session);
+    }
+
+    /// Puts `session` under `id` in the locked map, the oldest forgotten
+    /// past the capacity.
+    fn place(
+        &self,
+        (map, order): &mut (HashMap<String, Session>, VecDeque<String>),
+        id: &str,
+        session: Session,
+    ) {
+        if map.insert(id.to_owned(), session).is_some() {
+            return;
+        }
+        order.push_back(id.to_owned());
+        while map.len() > self.capacity {
+            match order.pop_front() {
+                Some(old) => {
+                    map.remove(&old);
                 }
+                None => break,
             }
         }
     }
@@ -293,8 +298,7 @@ impl Sessions {
     /// bearers racing on this server); whether `held`'s holder holds it.
     fn hold(&self, id: &str, held: Session) -> bool {
         let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let (map, order) = &mut *guard;
-        match map.get_mut(id) {
+        match guard.0.get_mut(id) {
             Some(kept) => match &kept.principal {
                 Some(p) => Some(p) == held.principal.as_ref(),
                 None => {
@@ -304,8 +308,7 @@ impl Sessions {
                 }
             },
             None => {
-                map.insert(id.to_owned(), held);
-                order.push_back(id.to_owned());
+                self.place(&mut guard, id, held);
                 true
             }
         }
