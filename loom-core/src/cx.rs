@@ -135,6 +135,11 @@ pub struct OpCx {
     pub scope: Scope,
     /// The run the call belongs to (an MCP session's implicit run, or `run_id`).
     pub run_id: Option<String>,
+    /// Whether the call named `run_id` itself (a run begun with
+    /// `run.begin`): its writes commit only while that run is open. An MCP
+    /// session's implicit run ends only when the session has gone idle; a
+    /// write racing that end is kept in it rather than refused.
+    pub run_named: bool,
     /// The MCP session, when there is one.
     pub session_id: Option<String>,
     /// A digest of the call's arguments, for the audit row (empty when the
@@ -157,6 +162,7 @@ impl OpCx {
             caller: Caller::default(),
             scope: Scope::default(),
             run_id: None,
+            run_named: false,
             session_id: None,
             args_digest: String::new(),
             options: CallOptions::default(),

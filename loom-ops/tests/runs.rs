@@ -541,3 +541,76 @@ async fn a_run_does_not_end_under_a_note_being_written() {
     let got = h.call("run.get", json!({"run_id": "held"})).await.unwrap();
     assert_eq!(got["working_memory"][0]["content"], "first\nafter");
 }
+
+/// A write naming a run commits only while the run is open: a
+/// `run.complete` that lands after the server's check of the run and
+/// before the write's commit leaves nothing stamped into the ended run.
+#[tokio::test]
+async fn a_write_of_a_run_ended_meanwhile_is_refused_whole() {
+    for h in common::all().await {
+        let n = h.name();
+        for run_id in ["open", "ended"] {
+            h.call("run.begin", json!({"run_id": run_id}))
+                .await
+                .unwrap();
+        }
+        h.call("memory.set", json!({"memory_key": "k", "content": "v1"}))
+            .await
+            .unwrap();
+        h.call("run.complete", json!({"run_id": "ended"}))
+            .await
+            .unwrap();
+        let audited = h
+            .count("SELECT COUNT(*) FROM audit_log WHERE outcome = 'ok'")
+            .await;
+        let writes = [
+            (
+                "memory.set",
+                json!({"memory_key": "new", "content": "late"}),
+            ),
+            ("memory.set", json!({"memory_key": "k", "content": "late"})),
+            (
+                "memory.update",
+                json!({"memory_key": "k", "content": "later"}),
+            ),
+            ("memory.delete", json!({"memory_key": "k"})),
+        ];
+        for (op, args) in &writes {
+            assert_eq!(
+                code(h.call_named_run("ended", op, args.clone()).await),
+                "RUN_ENDED",
+                "{n}: {op} {args}"
+            );
+        }
+        assert_eq!(
+            h.count("SELECT COUNT(*) FROM memories WHERE (memory_key = 'new' OR version > 1 OR deleted <> 0)")
+                .await,
+            0,
+            "{n}: nothing written"
+        );
+        assert_eq!(
+            h.count("SELECT COUNT(*) FROM memory_versions WHERE run_id = 'ended'")
+                .await,
+            0,
+            "{n}: no version stamped into the ended run"
+        );
+        assert_eq!(
+            h.count("SELECT COUNT(*) FROM audit_log WHERE outcome = 'ok'")
+                .await,
+            audited,
+            "{n}: no row audited ok"
+        );
+        // The same writes in a run in progress are kept, stamped with it.
+        for (op, args) in &writes {
+            h.call_named_run("open", op, args.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{n}: {op}: {e}"));
+        }
+        assert_eq!(
+            h.count("SELECT COUNT(*) FROM memory_versions WHERE run_id = 'open'")
+                .await,
+            4,
+            "{n}: each version of the run's writes names it"
+        );
+    }
+}

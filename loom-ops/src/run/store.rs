@@ -122,6 +122,33 @@ pub async fn hold_open(
     require_open(conn, cx, run_id).await
 }
 
+/// [`require_open`] inside a write stamped with the run, at its commit
+/// ([`crate::store::WriteTx::commit`]): the pipeline checked the run
+/// before the op ran, and a `run.complete` landing between that check and
+/// this commit left a change stamped into a run already ended. On
+/// PostgreSQL the run's row is held (`FOR SHARE`: writes of one run still
+/// run side by side) until the write commits, so a `run.complete` waits
+/// for it, or this finds the run ended; SQLite's writes run one at a time
+/// already.
+pub async fn require_open_until_commit(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    run_id: &str,
+) -> OpResult<()> {
+    if conn.backend_name() == "PostgreSQL" {
+        sqlx::query(
+            "SELECT 1 FROM runs WHERE org = $1 AND namespace = $2 AND run_id = $3 FOR SHARE",
+        )
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(run_id)
+        .execute(&mut *conn)
+        .await
+        .map_err(db_error)?;
+    }
+    require_open(conn, cx, run_id).await
+}
+
 /// The namespace's most recent runs, newest first.
 pub async fn recent(conn: &mut AnyConnection, cx: &OpCx, limit: i64) -> OpResult<Vec<Row>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(

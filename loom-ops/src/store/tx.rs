@@ -188,7 +188,14 @@ impl WriteTx {
     }
 
     /// Commits; for an audited op, writes its audit row (outcome `ok`) first.
+    /// A write of a run the call named commits only while the run is open
+    /// (refused, nothing written, when it ended meanwhile).
     pub async fn commit(mut self, cx: &OpCx) -> OpResult<()> {
+        if cx.run_named
+            && let Some(run_id) = &cx.run_id
+        {
+            crate::run::store::require_open_until_commit(self.conn(), cx, run_id).await?;
+        }
         match self.inner {
             Inner::Grouped(member) if cx.audit && !cx.audited() => {
                 member

@@ -112,6 +112,19 @@ impl Harness {
         self.call_with_token(agent, run_id, &[], op, args).await
     }
 
+    /// Calls `op` with `run_id` as the call's own run (the server's
+    /// pipeline checked it open before the op ran; this call skips that
+    /// check, as a `run.complete` landing between it and the write would).
+    pub async fn call_named_run(
+        &self,
+        run_id: &str,
+        op: &str,
+        args: Value,
+    ) -> Result<Value, LoomError> {
+        self.call_scoped_with(AGENT, Some(run_id), &[], false, true, op, args)
+            .await
+    }
+
     /// Calls `op` as the server does once authorization found the call's
     /// namespace (`Scope::namespace_found`): the op asks the store nothing
     /// more about it, so a write reaches the writer without a read of its
@@ -140,6 +153,29 @@ impl Harness {
         run_id: Option<&str>,
         token_namespaces: &[&str],
         namespace_found: bool,
+        op: &str,
+        args: Value,
+    ) -> Result<Value, LoomError> {
+        self.call_scoped_with(
+            agent,
+            run_id,
+            token_namespaces,
+            namespace_found,
+            false,
+            op,
+            args,
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn call_scoped_with(
+        &self,
+        agent: &str,
+        run_id: Option<&str>,
+        token_namespaces: &[&str],
+        namespace_found: bool,
+        run_named: bool,
         op: &str,
         args: Value,
     ) -> Result<Value, LoomError> {
@@ -172,6 +208,7 @@ impl Harness {
             namespace_found,
         };
         cx.run_id = run_id.map(str::to_owned);
+        cx.run_named = run_named;
         // After the scope, as the server reads identity (its `agent` among
         // the keys an op may not declare) before it checks the arguments.
         let args = entry

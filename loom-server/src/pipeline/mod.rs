@@ -402,6 +402,7 @@ async fn run(
         Ok(run_id) => {
             if run_id.is_some() {
                 cx.run_id = run_id;
+                cx.run_named = true;
             }
             // The arguments go to the op: nothing after it reads them.
             let args = std::mem::take(&mut req.args);
