@@ -1407,6 +1407,19 @@ async fn older_revisions_get_only_the_fields_they_know() {
                 .unwrap()
                 .contains("ops.capabilities")
         );
+        // A refusal's body (its code, status and wait) is a second text
+        // block where there is no structuredContent to carry it.
+        let r = c
+            .call("loom_memory_get", json!({"memory_key": "nowhere"}))
+            .await;
+        assert_eq!(r["isError"], true, "{r}");
+        assert!(r.get("structuredContent").is_none(), "{r}");
+        let body: Value = serde_json::from_str(r["content"][1]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            (body["code"].as_str(), body["status"].as_u64()),
+            (Some("RESOURCE_NOT_FOUND"), Some(404)),
+            "{r}"
+        );
         t.server.shutdown().await;
     }
 }

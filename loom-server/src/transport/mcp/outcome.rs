@@ -53,16 +53,21 @@ pub fn is_refusal(err: &LoomError) -> bool {
 }
 
 /// A refusal as a tool result: the text the model reads ends with the class
-/// in words; `structuredContent` is the HTTP detail plus status,
-/// `retry_after_s`, category and retryable.
+/// in words; the body is the HTTP detail plus status, `retry_after_s`,
+/// category and retryable: `structuredContent`, or, on a revision before
+/// structured output, a second text block of that JSON (a client of 2025-03-26
+/// would otherwise learn neither the code nor how long to wait).
 pub fn refusal_result(err: &LoomError, revision: Revision) -> Value {
-    let body = err.body();
+    let body = Value::Object(err.body());
     let text = format!("{}\n({})", err.message(), err.code().category().advice());
-    let mut result = json!({"content": [{"type": "text", "text": text}], "isError": true});
     if revision.has_structured_output() {
-        result["structuredContent"] = Value::Object(body);
+        json!({"content": [{"type": "text", "text": text}], "isError": true, "structuredContent": body})
+    } else {
+        json!({
+            "content": [{"type": "text", "text": text}, {"type": "text", "text": body.to_string()}],
+            "isError": true,
+        })
     }
-    result
 }
 
 /// A fault as a JSON-RPC error: -32000 "tool execution failed". A named
@@ -122,11 +127,13 @@ mod tests {
             (s["category"].as_str(), s["retryable"].as_bool()),
             (Some("rate_limit"), Some(true))
         );
-        assert!(
-            refusal_result(&err, Revision::V2025_03_26)
-                .get("structuredContent")
-                .is_none()
-        );
+        // Before structured output, the body is a second text block.
+        let older = refusal_result(&err, Revision::V2025_03_26);
+        assert!(older.get("structuredContent").is_none());
+        assert_eq!(older["content"][0], r["content"][0]);
+        let body: Value =
+            serde_json::from_str(older["content"][1]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(&body, s);
     }
 
     #[test]

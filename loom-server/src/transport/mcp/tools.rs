@@ -508,7 +508,7 @@ async fn loom_op(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
     let registry = mcp.listings.registry();
     let own_refusal = |e: LoomError| {
         let mut r = refusal_result(&e, conn.revision);
-        r["content"][0]["text"] = Value::String(Value::Object(e.body()).to_string());
+        r["content"] = json!([{"type": "text", "text": Value::Object(e.body()).to_string()}]);
         Ok(r.into())
     };
     // `argumnts` would otherwise run the op with no arguments at all.
