@@ -714,6 +714,37 @@ async fn calls_write_read_and_shape_results() {
             .count("SELECT COUNT(*) FROM memory_versions WHERE memory_key = 'k2'")
             .await;
         assert_eq!(versions, 1, "{}", t.name());
+        // Both spellings of the key at once: refused, nothing written, as
+        // two Idempotency-Key headers are over HTTP.
+        let both = c
+            .call(
+                "loom_memory_set",
+                json!({"memory_key": "k3", "content": "v", "_idempotency_key": "a", "idempotency_key": "b"}),
+            )
+            .await;
+        assert_eq!(both["structuredContent"]["code"], "BAD_REQUEST", "{both}");
+        // loom_op takes the key inside `arguments`, and says so.
+        let outside = c
+            .call(
+                "loom_op",
+                json!({"op": "memory.set", "arguments": {"memory_key": "k3", "content": "v"}, "_idempotency_key": "a"}),
+            )
+            .await;
+        assert_eq!(
+            (
+                &outside["structuredContent"]["code"],
+                &outside["structuredContent"]["did_you_mean"]
+            ),
+            (
+                &json!("UNKNOWN_ARGUMENT"),
+                &json!({"_idempotency_key": "arguments._idempotency_key"})
+            ),
+            "{outside}"
+        );
+        let k3 = t
+            .count("SELECT COUNT(*) FROM memories WHERE memory_key = 'k3'")
+            .await;
+        assert_eq!(k3, 0, "{}: nothing written", t.name());
         // loom_search: four sections and a summary beside the lean result
         let s = c
             .call(

@@ -270,7 +270,15 @@ fn prepare(op: &Op, args: Value) -> Result<(Value, Option<String>, bool), LoomEr
     for &name in names {
         if let Some(v) = map.remove(name) {
             match v {
-                Value::String(s) => key = key.or(Some(s)),
+                // Two keys would leave one unused, as two Idempotency-Key
+                // headers would over HTTP: refused the same way.
+                Value::String(_) if key.is_some() => {
+                    return Err(LoomError::new(
+                        ErrorCode::BadRequest,
+                        "send one idempotency key, _idempotency_key or idempotency_key, not both",
+                    ));
+                }
+                Value::String(s) => key = Some(s),
                 other => {
                     let error = format!(
                         "{name}: Input should be a valid string [string_type], got {}",
@@ -590,6 +598,14 @@ fn unknown_keys(tool: &str, args: &Value, known: &[&str]) -> Option<LoomError> {
     let mut did_you_mean = Map::new();
     let mut parts = Vec::new();
     for key in &unknown {
+        // loom_op's call carries the op's idempotency key in `arguments`,
+        // with the op's other arguments.
+        if tool == LOOM_OP && matches!(*key, "_idempotency_key" | "idempotency_key") {
+            let inside = format!("arguments.{key}");
+            parts.push(format!("'{key}' goes inside 'arguments', as '{inside}'"));
+            did_you_mean.insert((*key).to_owned(), inside.into());
+            continue;
+        }
         match loom_core::closest(key, known.iter().copied(), 1).first() {
             Some(near) => {
                 parts.push(format!("unknown '{key}' — did you mean '{near}'?"));
