@@ -381,3 +381,50 @@ async fn context_pack_fills_the_budget_and_says_why() {
         );
     }
 }
+
+/// Pinned memories go in before the memories the task only matches, the
+/// pins it matches first: a long match does not push a pin out.
+#[tokio::test]
+async fn context_pack_puts_pins_first() {
+    for h in common::all().await {
+        let n = h.name();
+        for i in 0..6 {
+            h.call(
+                "memory.set",
+                json!({"memory_key": format!("big.{i}"), "content": format!("{}{i}", "zebra stripes pattern ".repeat(40))}),
+            )
+            .await
+            .unwrap();
+        }
+        for (key, content) in [
+            ("rules", "house rules apply always. ".repeat(30)),
+            ("zebra.rule", "a pinned zebra note".to_owned()),
+        ] {
+            h.call("memory.set", json!({"memory_key": key, "content": content}))
+                .await
+                .unwrap();
+            h.call("memory.pin", json!({"memory_key": key}))
+                .await
+                .unwrap();
+        }
+        let pack = h
+            .call(
+                "context.pack",
+                json!({"task": "zebra", "budget_tokens": 450}),
+            )
+            .await
+            .unwrap();
+        let keys: Vec<&str> = pack["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|i| i["memory_key"].as_str())
+            .collect();
+        // the matched pin, the other pin, then as many matches as fit (one
+        // of ~222 tokens after the pins' ~200)
+        assert_eq!(keys[..2], ["zebra.rule", "rules"], "{n}: {pack}");
+        assert_eq!(keys.len(), 3, "{n}: {pack}");
+        assert!(keys[2].starts_with("big."), "{n}: {pack}");
+        assert_eq!(pack["left_out"], 5, "{n}: {pack}");
+    }
+}

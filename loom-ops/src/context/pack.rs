@@ -1,9 +1,11 @@
 //! Building a context pack: candidates, then a greedy fill of the budget.
 //!
-//! Candidates, in order: memories the task matches (ranked as memory search
-//! ranks them, so pins and recalls count), then pinned memories it does not
-//! match, then the namespace's three most recent runs. Each is taken when it
-//! fits in what is left of the budget. Tokens are estimated as characters / 4,
+//! Candidates, in order: the pinned memories the task matches (ranked as
+//! memory search ranks them), then the other pinned memories (newest
+//! first), then the other memories the task matches (ranked), then the
+//! namespace's three most recent runs. Each is taken when it fits in what
+//! is left of the budget. Pins first: pinning a memory is how an agent
+//! says it belongs in every context, so a long match must not push it out. Tokens are estimated as characters / 4,
 //! rounded up: no tokenizer is needed and it errs on the generous side for
 //! English prose.
 
@@ -83,7 +85,7 @@ pub async fn pack(store: &Store, cx: &OpCx, input: ContextPackInput) -> OpResult
     let runs = crate::run::store::recent(&mut conn, cx, RUNS).await?;
     drop(conn);
 
-    let mut candidates: Vec<(PackItem, Option<Row>)> = Vec::new();
+    let (mut candidates, mut unpinned) = (Vec::new(), Vec::new());
     for (row, parts) in &hits {
         let matched =
             crate::memory::ask::matched(&terms, &format!("{} {}", row.memory_key, row.content));
@@ -95,7 +97,12 @@ pub async fn pack(store: &Store, cx: &OpCx, input: ContextPackInput) -> OpResult
             why.push_str(&format!("; recalled {} times", row.recall_count));
         }
         why.push_str(&format!("; score {:.2}", rank::score(parts)));
-        candidates.push((memory_item(row, why), Some(row.clone())));
+        let candidate = (memory_item(row, why), Some(row.clone()));
+        if row.pinned != 0 {
+            candidates.push(candidate);
+        } else {
+            unpinned.push(candidate);
+        }
     }
     for row in pinned {
         if !hits
@@ -108,6 +115,7 @@ pub async fn pack(store: &Store, cx: &OpCx, input: ContextPackInput) -> OpResult
             ));
         }
     }
+    candidates.append(&mut unpinned);
     for run in runs {
         let content = if run.summary.is_empty() {
             format!("{} ({})", run.goal, run.status)
