@@ -1415,6 +1415,99 @@ mod slow_clients {
         }
     }
 
+    /// One answer on a connection that stays open: its head, and as many
+    /// bytes of body as its content-length says.
+    async fn read_one(stream: &mut TcpStream) -> String {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let read = async {
+            loop {
+                let text = String::from_utf8_lossy(&buf).into_owned();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + length {
+                        return;
+                    }
+                }
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+        };
+        // bounded: the server answers long before this
+        let _ = tokio::time::timeout(Duration::from_secs(20), read).await;
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+
+    /// A request refused whole before its body was needed (its bearer, its
+    /// op, its path, its coding) has its body read all the same: the
+    /// connection stays usable, and the client's next request on it is
+    /// answered. A body larger than the server reads in one go is left
+    /// mostly unread otherwise, and the connection was closed under the
+    /// next request.
+    #[tokio::test]
+    async fn an_early_refusal_reads_the_body_and_keeps_the_connection() {
+        for t in servers(|_| {}).await {
+            let n = t.name();
+            let token = t.token("default", "ana", Role::Viewer, &[]);
+            let body = format!("{{\"pad\": \"{}\"}}", "x".repeat(600 * 1024));
+            for (path, headers, status) in [
+                ("/v1/ops.capabilities", String::new(), "401"),
+                (
+                    "/v1/ops.capabilities",
+                    "authorization: Bearer nonsense\r\n".to_owned(),
+                    "401",
+                ),
+                (
+                    "/v1/no.such_op",
+                    format!("authorization: Bearer {token}\r\n"),
+                    "404",
+                ),
+                ("/nowhere", String::new(), "404"),
+                (
+                    "/mcp",
+                    format!(
+                        "authorization: Bearer {token}\r\ncontent-encoding: gzip\r\n\
+                         accept: application/json, text/event-stream\r\n"
+                    ),
+                    "415",
+                ),
+            ] {
+                let mut s = TcpStream::connect(t.server.addr).await.unwrap();
+                let req = format!(
+                    "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+                     {headers}content-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                s.write_all(req.as_bytes()).await.unwrap();
+                let first = read_one(&mut s).await;
+                assert!(
+                    first.starts_with(&format!("HTTP/1.1 {status}")),
+                    "{n} {path}: {first}"
+                );
+                let next = s
+                    .write_all(
+                        b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n",
+                    )
+                    .await;
+                let answer = read_all(&mut s).await;
+                assert!(
+                    next.is_ok() && answer.starts_with("HTTP/1.1 200"),
+                    "{n} {path}: the next request on the connection got {next:?} {answer:?}"
+                );
+            }
+            t.server.shutdown().await;
+        }
+    }
+
     #[tokio::test]
     async fn a_chunked_body_over_the_limit_is_413() {
         for t in servers(|c| c.max_body_bytes = 1024).await {

@@ -73,6 +73,14 @@ pub async fn request_id(mut req: Request, next: Next) -> Response {
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID.clone(), v);
     }
+    // A body over the limit or too slow was not read whole: the connection
+    // closes after this answer, and the answer says so.
+    if matches!(
+        response.status(),
+        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
+    ) {
+        closing(&mut response);
+    }
     span.in_scope(|| {
         tracing::info!(
             status = response.status().as_u16(),
@@ -116,17 +124,22 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
     }
 }
 
-async fn not_found() -> Response {
-    error_response(
+async fn not_found(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+    let response = error_response(
         &LoomError::new(
             ErrorCode::ResourceNotFound,
             "no such endpoint; ops are served at POST /v1/<op> and MCP at /mcp",
         ),
         None,
-    )
+    );
+    answer_unread(&app, &headers, body, response).await
 }
 
-async fn method_not_allowed() -> Response {
+async fn method_not_allowed(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let mut response = error_response(
         &LoomError::new(
             ErrorCode::MethodNotAllowed,
@@ -137,7 +150,33 @@ async fn method_not_allowed() -> Response {
     response
         .headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    answer_unread(&app, &headers, body, response).await
+}
+
+/// `response`, given before the request's body was read (the request is
+/// refused whole: its bearer, its op, its path): the body is read first
+/// and dropped, within the body's limits. A body left unread closes the
+/// connection after the answer, and a client that reuses it sends its next
+/// request into a closed socket (a POST, which it does not retry). One
+/// that cannot be read whole (over the limit, too slow) still closes it,
+/// and the answer says so.
+pub(crate) async fn answer_unread(
+    app: &App,
+    headers: &HeaderMap,
+    body: Body,
+    mut response: Response,
+) -> Response {
+    if read_whole(app, headers, body).await.is_err() {
+        closing(&mut response);
+    }
     response
+}
+
+/// Marks an answer as the connection's last.
+fn closing(response: &mut Response) {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
 }
 
 /// "line L, column C" of a JSON error, for the 400 answer.
@@ -173,20 +212,14 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Value, 
 }
 
 /// Reads a whole request body within `LOOM_MAX_BODY_BYTES` (413) and
-/// `LOOM_BODY_READ_TIMEOUT_SECS` (408).
+/// `LOOM_BODY_READ_TIMEOUT_SECS` (408), in no content coding (415).
 pub(crate) async fn read_bytes(
     app: &App,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<axum::body::Bytes, LoomError> {
-    let limit = app.config.max_body_bytes;
-    let too_large = || {
-        LoomError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("the request body is over the {limit}-byte limit"),
-        )
-        .with_detail("limit_bytes", limit)
-    };
+    // Read before it is refused, so that the connection stays usable.
+    let bytes = read_whole(app, headers, body).await?;
     // A body in a content coding (gzip, br) is not decoded: say so, rather
     // than answer that the compressed bytes are not JSON.
     if let Some(coding) = headers
@@ -202,6 +235,24 @@ pub(crate) async fn read_bytes(
         )
         .with_detail("content_encoding", coding.to_owned()));
     }
+    Ok(bytes)
+}
+
+/// Reads a whole request body, whatever its coding, within
+/// `LOOM_MAX_BODY_BYTES` (413) and `LOOM_BODY_READ_TIMEOUT_SECS` (408).
+async fn read_whole(
+    app: &App,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<axum::body::Bytes, LoomError> {
+    let limit = app.config.max_body_bytes;
+    let too_large = || {
+        LoomError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body is over the {limit}-byte limit"),
+        )
+        .with_detail("limit_bytes", limit)
+    };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -243,25 +294,28 @@ async fn call_op(
         Ok(caller) => caller,
         Err(refusal) => {
             let challenge = refusal.challenge(&app, crate::oauth::Protected::Server);
-            return error_response(&refusal.error, challenge);
+            let response = error_response(&refusal.error, challenge);
+            return answer_unread(&app, &headers, body, response).await;
         }
     };
     // With authentication off nothing but the request's own headers tells
     // a web page's post from a client's (transport::guard).
     if caller.is_none() && !app.guard.admits(&headers) {
-        return error_response(
+        let response = error_response(
             &LoomError::new(ErrorCode::ForeignOrigin, super::guard::REFUSAL),
             None,
         );
+        return answer_unread(&app, &headers, body, response).await;
     }
     let Some(op) = app.registry.get(&name) else {
         let suggestions: Vec<&str> = app.registry.suggest(&name, 3);
-        return error_response(
+        let response = error_response(
             &LoomError::new(ErrorCode::UnknownOp, format!("no op named '{name}'"))
                 .with_detail("op", name.clone())
                 .with_detail("suggestions", suggestions),
             None,
         );
+        return answer_unread(&app, &headers, body, response).await;
     };
     let args = match read_body(&app, &headers, body).await {
         Ok(args) => args,
