@@ -1024,6 +1024,32 @@ async fn idempotency_keys_replay_only_to_their_principal() {
         );
         assert_eq!(again.header("idempotent-replayed"), Some("true"), "{n}");
         assert_eq!(t.count(ok_rows).await, 1, "{n}: the op ran again");
+        // a whole number sent as a float is the integer the op takes: the
+        // same request, replayed
+        let token = t.token("default", "ana", Role::Writer, &[]);
+        let kept = json!({"memory_key": "kept", "content": "c"});
+        assert_eq!(
+            t.post("memory.set", Some(&token), kept).await.status,
+            200,
+            "{n}"
+        );
+        let history = |limit: Value| {
+            t.request("memory.history", Some(&token))
+                .header("idempotency-key", "k-limit")
+                .json(&json!({"memory_key": "kept", "limit": limit}))
+        };
+        let first_history = t.send(history(json!(20))).await;
+        let float_history = t.send(history(json!(20.0))).await;
+        assert_eq!(
+            (float_history.status, &float_history.text),
+            (first_history.status, &first_history.text),
+            "{n}"
+        );
+        assert_eq!(
+            float_history.header("idempotent-replayed"),
+            Some("true"),
+            "{n}"
+        );
 
         // same key, different body: 422
         let a = t

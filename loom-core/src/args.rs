@@ -148,7 +148,7 @@ impl Validator {
         wide_integers(&self.schema, &args, "", &mut pointers);
         for pointer in pointers {
             if let Some(slot) = args.pointer_mut(&pointer)
-                && let Some(whole) = slot.as_f64().and_then(as_i64)
+                && let Some(whole) = slot.as_f64().and_then(whole_i64)
             {
                 *slot = Value::from(whole);
             }
@@ -570,8 +570,9 @@ fn has_wide_number(v: &Value) -> bool {
     }
 }
 
-/// `f` as an `i64` when it is a whole number in its range.
-fn as_i64(f: f64) -> Option<i64> {
+/// `f` as an `i64` when it is a whole number in its range: how a whole
+/// number sent as a float (`20.0`) is taken where an integer is declared.
+pub fn whole_i64(f: f64) -> Option<i64> {
     // 2^63 is exactly representable; i64::MAX is not.
     const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
     (f.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&f)).then_some(f as i64)
@@ -638,7 +639,7 @@ fn range_errors(schema: &Value, args: &Value, out: &mut Vec<String>) {
             continue;
         };
         if n.as_f64()
-            .is_some_and(|f| f.fract() == 0.0 && as_i64(f).is_none())
+            .is_some_and(|f| f.fract() == 0.0 && whole_i64(f).is_none())
         {
             out.push(format!(
                 "{}: Input should be an integer from {} to {} [int_range], got {n}",

@@ -55,6 +55,12 @@ fn write_canonical(out: &mut impl std::io::Write, value: &Value) -> std::io::Res
             }
             out.write_all(b"]")
         }
+        // A whole number sent as a float (20.0) is the integer the op
+        // takes it as: the same request as 20, replayed as one.
+        Value::Number(n) if n.is_f64() => match n.as_f64().and_then(loom_core::whole_i64) {
+            Some(i) => write!(out, "{i}"),
+            None => Ok(serde_json::to_writer(&mut *out, n)?),
+        },
         scalar => Ok(serde_json::to_writer(&mut *out, scalar)?),
     }
 }
@@ -166,6 +172,11 @@ mod tests {
             hex::encode(Sha256::digest(canonical(&value).as_bytes()))
         );
         assert_eq!(canonical(&json!("x")), "\"x\"");
+        // whole numbers sent as floats are the integers they stand for
+        assert_eq!(
+            canonical(&json!({"limit": 20.0, "n": -0.0, "f": 2.5})),
+            r#"{"f":2.5,"limit":20,"n":0}"#
+        );
     }
 
     #[test]
