@@ -710,6 +710,9 @@ async fn calls_write_read_and_shape_results() {
         let first = c.call("loom_memory_set", args.clone()).await;
         let again = c.call("loom_memory_set", args).await;
         assert_eq!(first["structuredContent"], again["structuredContent"]);
+        // the replay says it is one, as idempotent-replayed does over HTTP
+        assert!(first.get("_meta").is_none(), "{first}");
+        assert_eq!(again["_meta"], json!({"loom/replayed": true}), "{again}");
         let versions = t
             .count("SELECT COUNT(*) FROM memory_versions WHERE memory_key = 'k2'")
             .await;

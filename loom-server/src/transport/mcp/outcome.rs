@@ -18,6 +18,12 @@ const NAMED_FAULTS: &[&str] = &[
     "NOT_READY",
 ];
 
+/// Whether a result is an answer stored for the call's idempotency key and
+/// replayed, not the op run again: `_meta` says so (`loom/replayed`),
+/// as `idempotent-replayed: true` does over HTTP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replayed(pub bool);
+
 /// A successful tool result. `structured` is what `structuredContent` and
 /// `content[0].text` carry; `summary` adds a second text block.
 ///
@@ -25,7 +31,12 @@ const NAMED_FAULTS: &[&str] = &[
 /// escaped as a string, and `structuredContent` is the same text, copied
 /// into the answer as is. Written through serde, the text block's escaping
 /// was ~4% of a memory.get's instructions.
-pub fn tool_result(json: JsonText, summary: Option<String>, revision: Revision) -> Reply {
+pub fn tool_result(
+    json: JsonText,
+    summary: Option<String>,
+    replayed: Replayed,
+    revision: Revision,
+) -> Reply {
     let summary = summary.map(|s| JsonText::of(&s));
     let len = json.as_str().len();
     let mut out =
@@ -42,6 +53,9 @@ pub fn tool_result(json: JsonText, summary: Option<String>, revision: Revision) 
     if revision.has_structured_output() {
         out.push_str(r#","structuredContent":"#);
         out.push_str(json.as_str());
+    }
+    if replayed.0 {
+        out.push_str(r#","_meta":{"loom/replayed":true}"#);
     }
     out.push('}');
     Reply::Json(JsonText::assembled(out))
@@ -188,6 +202,7 @@ mod tests {
             let r = as_value(tool_result(
                 json,
                 Some("one \"hit\" \\ \n".into()),
+                Replayed(false),
                 Revision::V2025_06_18,
             ));
             let text = r["content"][0]["text"].as_str().unwrap();
@@ -195,15 +210,23 @@ mod tests {
             assert_eq!(r["content"][1]["text"], "one \"hit\" \\ \n");
             assert_eq!(r["structuredContent"], structured);
             assert_eq!(r["isError"], false);
+            assert!(r.get("_meta").is_none(), "{r}");
         }
     }
 
     #[test]
     fn results_before_2025_06_18_have_no_structured_content() {
         let json = JsonText::of(&json!({"a": 1}));
-        let r = as_value(tool_result(json, None, Revision::V2025_03_26));
+        let r = as_value(tool_result(
+            json,
+            None,
+            Replayed(true),
+            Revision::V2025_03_26,
+        ));
         assert_eq!(r["content"][0]["text"], "{\"a\":1}");
         assert_eq!(r["content"].as_array().map(Vec::len), Some(1));
         assert!(r.get("structuredContent").is_none());
+        // a replayed answer says so, on every revision
+        assert_eq!(r["_meta"], json!({"loom/replayed": true}));
     }
 }

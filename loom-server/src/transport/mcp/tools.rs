@@ -10,7 +10,7 @@ use super::endpoint::{Connection, Mcp};
 use super::jsonrpc::{Id, JsonText, Reply, code};
 use super::listing::{LOOM_ACTIVATE, LOOM_OP, LOOM_SEARCH, SEARCH_OP, lists};
 use super::methods::primer_text;
-use super::outcome::{fault_error, is_refusal, refusal_result, tool_result};
+use super::outcome::{Replayed, fault_error, is_refusal, refusal_result, tool_result};
 use crate::pipeline::{self, CallPolicy, CallRequest};
 
 use super::methods::RpcResult;
@@ -46,7 +46,7 @@ pub async fn call(mcp: &Mcp, conn: &Connection, _id: &Id, mut params: Value) -> 
             }
             let text = primer_text(mcp, conn).await;
             let json = JsonText::of(&json!({"primer": text}));
-            Ok(tool_result(json, None, conn.revision))
+            Ok(tool_result(json, None, Replayed(false), conn.revision))
         }
         LOOM_OP => loom_op(mcp, conn, args).await,
         _ => match registry.by_tool_name(name).filter(|op| !op.synthetic()) {
@@ -189,8 +189,11 @@ async fn run(
         Err(e) => return Ok(refusal(conn, &e)),
     };
     let outcome = call_op(mcp, conn, op, args, idempotency_key).await;
-    match outcome.and_then(|output| structured(&output, shape == Shape::Full || explain)) {
-        Ok(json) => Ok(tool_result(json, None, conn.revision)),
+    let answer = outcome.and_then(|(output, replayed)| {
+        structured(&output, shape == Shape::Full || explain).map(|json| (json, replayed))
+    });
+    match answer {
+        Ok((json, replayed)) => Ok(tool_result(json, None, replayed, conn.revision)),
         Err(e) => answer_error(mcp, conn, op, &e),
     }
 }
@@ -331,14 +334,15 @@ fn call_request(conn: &Connection, op: &'static Op, args: Value) -> CallRequest 
 /// Runs the pipeline. A rate-limited call whose wait is at most
 /// `LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S` sits it out once and checks the
 /// same buckets again ([`CallPolicy::rate_limit_wait`]), since MCP clients
-/// do not retry.
+/// do not retry. The output comes with whether it is a stored answer
+/// replayed for the call's idempotency key.
 async fn call_op(
     mcp: &Mcp,
     conn: &Connection,
     op: &'static Op,
     args: Value,
     idempotency_key: Option<String>,
-) -> Result<Output, LoomError> {
+) -> Result<(Output, Replayed), LoomError> {
     let mut refuse = None;
     let run_id = if op.meta.run_scoped {
         match session_run(mcp, conn, op).await {
@@ -363,9 +367,9 @@ async fn call_op(
         ..call_request(conn, op, args)
     };
     request.policy.rate_limit_wait = mcp.app.config.mcp.ratelimit_retry_max_wait;
-    pipeline::call_to_completion(mcp.app.clone(), request)
-        .await
-        .result
+    let outcome = pipeline::call_to_completion(mcp.app.clone(), request).await;
+    let replayed = Replayed(outcome.replayed);
+    outcome.result.map(|output| (output, replayed))
 }
 
 /// What a call finds of its session's run.
@@ -473,12 +477,15 @@ async fn search(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
         Err(e) => return Ok(refusal(conn, &e)),
     };
     let results = call_op(mcp, conn, op, args, key).await;
-    let answer = results.and_then(Output::into_value).and_then(|value| {
+    let answer = results.and_then(|(output, replayed)| {
+        let value = output.into_value()?;
         let summary = summarize(&value);
-        structured(&Output::from(value), explain).map(|json| (json, summary))
+        structured(&Output::from(value), explain).map(|json| (json, summary, replayed))
     });
     match answer {
-        Ok((json, summary)) => Ok(tool_result(json, Some(summary), conn.revision)),
+        Ok((json, summary, replayed)) => {
+            Ok(tool_result(json, Some(summary), replayed, conn.revision))
+        }
         Err(e) => answer_error(mcp, conn, op, &e),
     }
 }
@@ -542,7 +549,7 @@ async fn loom_op(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
     if name == "help" {
         let query = args.get("query").and_then(Value::as_str).unwrap_or("");
         let json = JsonText::of(&help(mcp, &conn.listing, query));
-        return Ok(tool_result(json, None, conn.revision));
+        return Ok(tool_result(json, None, Replayed(false), conn.revision));
     }
     let op = registry.get(name).or_else(|| registry.by_tool_name(name));
     let Some(op) = op else {
