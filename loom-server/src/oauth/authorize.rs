@@ -404,7 +404,7 @@ pub async fn login(
     let username = form.get("username").map(|s| s.trim()).unwrap_or_default();
     let password = form.get("password").map(String::as_str).unwrap_or_default();
     let ip = client_ip(&app, &headers, &extensions);
-    if let Err(wait) = o.signin_limit.check(username, ip) {
+    if let Err(wait) = o.signin_limit.attempt(username, ip) {
         tracing::warn!(username, ip = ?ip, "oauth sign-in refused: too many failures");
         let minutes = wait.as_secs().div_ceil(60).max(1);
         let mut r = pages::error(
@@ -425,7 +425,7 @@ pub async fn login(
         super::users::sign_in(&app.store, username, password).await
     };
     let Some(user) = user else {
-        o.signin_limit.failed(username, ip);
+        // Counted as it was let through.
         tracing::info!("oauth sign-in refused");
         let host = redirect_host(&request.redirect_uri);
         let mut r = pages::sign_in(
@@ -437,7 +437,7 @@ pub async fn login(
         *r.status_mut() = StatusCode::UNAUTHORIZED;
         return r;
     };
-    o.signin_limit.succeeded(username);
+    o.signin_limit.succeeded(username, ip);
     if let Err(e) = app
         .store
         .oauth_request_signed_in(&request.id, &user.username)
