@@ -2146,6 +2146,69 @@ async fn agents_locking_a_key_at_once_leave_one_lock() {
     }
 }
 
+/// Lockers of one key racing each other and sets of its rows: each is
+/// answered with the lock or LOCKED, never ended as a deadlock. PostgreSQL
+/// took a key's rows in the index's order, which the sets' updates change,
+/// so two lockers could each hold a row the other waited for.
+#[tokio::test]
+async fn lockers_and_sets_of_one_key_do_not_deadlock() {
+    const AGENTS: [&str; 3] = ["a", "b", "c"];
+    for h in common::all().await {
+        let n = h.name();
+        let h = &h;
+        for round in 0..10 {
+            let key = format!("contended-{round}");
+            for agent in AGENTS {
+                h.call_as(
+                    agent,
+                    "memory.set",
+                    json!({"memory_key": key, "content": agent}),
+                )
+                .await
+                .unwrap();
+            }
+            let locks = (0..12).map(|i| {
+                let agent = AGENTS[i % 3];
+                let key = key.clone();
+                async move {
+                    vec![
+                        h.call_as(agent, "memory.lock", json!({"memory_key": key}))
+                            .await,
+                    ]
+                }
+            });
+            let sets = (0..6).map(|i| {
+                let agent = AGENTS[i % 3];
+                let key = key.clone();
+                async move {
+                    let mut out = Vec::new();
+                    for j in 0..3 {
+                        let content = format!("{agent} {i} {j}");
+                        let args = json!({"memory_key": key, "content": content});
+                        out.push(h.call_as(agent, "memory.set", args).await);
+                    }
+                    out
+                }
+            });
+            let (locks, sets) = tokio::join!(
+                futures_util::future::join_all(locks),
+                futures_util::future::join_all(sets)
+            );
+            for r in locks.iter().chain(&sets).flatten() {
+                if let Err(e) = r {
+                    assert_eq!(e.code().as_str(), "LOCKED", "{n} {key}: {e:?}");
+                }
+            }
+            let locked_rows = h
+                .count(&format!(
+                    "SELECT COUNT(*) FROM memories WHERE memory_key = '{key}' AND locked = 1"
+                ))
+                .await;
+            assert_eq!(locked_rows, 1, "{n} {key}");
+        }
+    }
+}
+
 /// Sets racing a lock of their own row: none lands after the lock.
 #[tokio::test]
 async fn no_set_lands_after_a_lock_of_its_row() {

@@ -370,6 +370,11 @@ pub async fn hold_blacklist(
 /// PostgreSQL: two writes that each check the key's lock before taking it
 /// run one after the other, so the second sees the first's lock. On
 /// SQLite writes run one at a time already.
+///
+/// The rows are taken in agent order, as `memory.apply` takes its rows
+/// (by key, then agent): taken in the index's order, which an update of a
+/// row changes, two lockers of one key could each hold a row the other
+/// waited for, and PostgreSQL ended one of them as a deadlock.
 pub async fn hold_key(
     conn: &mut AnyConnection,
     store: &Store,
@@ -378,7 +383,8 @@ pub async fn hold_key(
 ) -> OpResult<()> {
     if store.backend() == Backend::Postgres {
         sqlx::query(
-            "SELECT 1 FROM memories WHERE org = $1 AND namespace = $2 AND memory_key = $3 FOR UPDATE",
+            "SELECT 1 FROM memories WHERE org = $1 AND namespace = $2 AND memory_key = $3 \
+             ORDER BY agent FOR UPDATE",
         )
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
