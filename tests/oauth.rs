@@ -1121,6 +1121,28 @@ async fn refresh_rotates_and_reuse_revokes_the_family() {
             ))
             .await;
         assert_eq!(clear, 0, "{n}");
+        // A rotated token replayed under another client's id is a replay
+        // too: the family it belongs to is revoked.
+        let other = register_client(&t, "Other", REDIRECT).await;
+        let code = code_for(&t, &client_id, "ana").await;
+        let rt1 = exchange(&t, &client_id, &code).await.body["refresh_token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let rt2 = refresh(&t, &client_id, &rt1).await.body["refresh_token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            refresh(&t, &other, &rt1).await.body["error"],
+            "invalid_grant",
+            "{n}"
+        );
+        assert_eq!(
+            refresh(&t, &client_id, &rt2).await.body["error"],
+            "invalid_grant",
+            "{n}: family revoked"
+        );
         t.server.shutdown().await;
     }
 }

@@ -246,12 +246,14 @@ async fn refresh(app: &App, client_id: &str, form: &HashMap<String, String>) -> 
     if row.revoked {
         return invalid_grant("the refresh token was revoked");
     }
-    if row.client_id != client_id {
-        return invalid_grant("the refresh token was issued to another client");
-    }
+    // A rotated token seen again is a replay, whichever client sends it
+    // (a thief need not send the client it was issued to): checked first.
     if row.rotated {
         revoke_family(app, &row.family_id).await;
         return invalid_grant("the refresh token was already used; the grant is revoked");
+    }
+    if row.client_id != client_id {
+        return invalid_grant("the refresh token was issued to another client");
     }
     if row.expires_ms < now_ms() {
         return invalid_grant("the refresh token has expired");
