@@ -58,6 +58,18 @@ pub fn check_redirect_uri(raw: &str) -> Result<(), String> {
     }
     match scheme {
         "https" | "http" => {
+            // Written as the URL it parses to: a parser reads
+            // `https:evil.com/cb` or `http:\\127.0.0.1\cb` as an absolute URL,
+            // a browser resolves the first against the page it is on, and
+            // the consent page would name a host the browser does not go to.
+            let authority = raw
+                .get(scheme.len()..scheme.len() + 3)
+                .is_some_and(|s| s == "://");
+            if !authority || raw.contains('\\') {
+                return Err(format!(
+                    "must be written {scheme}://host/path, with no backslash"
+                ));
+            }
             let host = url.host_str().unwrap_or_default();
             if host.is_empty() {
                 return Err("must name a host".into());
@@ -301,6 +313,7 @@ mod tests {
             "http://127.0.0.1:33418/callback",
             "http://[::1]/cb",
             "http://localhost:8000/cb",
+            "HTTPS://app.example.com/cb",
             "cursor://anysphere.cursor-retrieval/oauth/callback",
             "com.example.app:/oauth2redirect",
         ] {
@@ -317,6 +330,11 @@ mod tests {
             "/relative/cb",
             "https://user:pw@app.example.com/cb",
             "",
+            // absolute only to a lenient parser
+            "http:/127.0.0.1/cb",
+            "https:evil.example/cb",
+            "http:\\\\127.0.0.1\\cb",
+            "http://127.0.0.1\\@evil.example/cb",
         ] {
             assert!(check_redirect_uri(bad).is_err(), "{bad}");
         }
