@@ -1147,6 +1147,54 @@ async fn refresh_rotates_and_reuse_revokes_the_family() {
     }
 }
 
+/// A client registered for the code grant alone gets no refresh token and
+/// is refused the refresh grant; its code used twice still revokes the
+/// access token issued from it.
+#[tokio::test]
+async fn a_client_without_the_refresh_grant_gets_no_refresh_token() {
+    for t in servers(oauth_on).await {
+        let n = t.name();
+        add_user(&t, "ana", Role::Writer).await;
+        let a = register(
+            &t,
+            serde_json::json!({"redirect_uris": [REDIRECT], "grant_types": ["authorization_code"]}),
+        )
+        .await;
+        assert_eq!(a.status, 201, "{n}: {}", a.text);
+        assert_eq!(
+            a.body["grant_types"],
+            serde_json::json!(["authorization_code"]),
+            "{n}"
+        );
+        let client_id = a.body["client_id"].as_str().unwrap().to_owned();
+        let code = code_for(&t, &client_id, "ana").await;
+        let first = exchange(&t, &client_id, &code).await;
+        assert_eq!(first.status, 200, "{n}: {}", first.text);
+        assert!(
+            first.body.get("refresh_token").is_none(),
+            "{n}: {}",
+            first.text
+        );
+        let access = first.body["access_token"].as_str().unwrap().to_owned();
+        assert_eq!(capabilities_status(&t, &access).await, 200, "{n}");
+        let r = refresh(&t, &client_id, "anything").await;
+        assert_eq!(
+            (r.status, r.body["error"].as_str()),
+            (400, Some("unauthorized_client")),
+            "{n}: {}",
+            r.text
+        );
+        // The code again: refused, and what it issued is revoked.
+        assert_eq!(
+            exchange(&t, &client_id, &code).await.body["error"],
+            "invalid_grant",
+            "{n}"
+        );
+        assert_eq!(capabilities_status(&t, &access).await, 401, "{n}");
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn a_disabled_account_keeps_nothing() {
     for t in servers(oauth_on).await {

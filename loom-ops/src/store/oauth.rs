@@ -33,6 +33,8 @@ pub struct ClientRow {
     pub client_name: String,
     /// Its redirect URIs as registered.
     pub redirect_uris: Vec<String>,
+    /// Whether it registered the refresh_token grant (its `grant_types`).
+    pub refresh: bool,
     /// When it registered (ms).
     pub created_ms: i64,
 }
@@ -265,11 +267,13 @@ impl Store {
         let uris = serde_json::to_string(&client.redirect_uris)
             .map_err(|e| LoomError::internal(e.to_string()))?;
         sqlx::query(
-            "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_ms) VALUES ($1, $2, $3, $4)",
+            "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, refresh, created_ms) \
+             VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(&client.client_id)
         .bind(&client.client_name)
         .bind(uris)
+        .bind(i64::from(client.refresh))
         .bind(client.created_ms)
         .execute(self.writer())
         .await
@@ -279,18 +283,20 @@ impl Store {
 
     /// A registered client by id.
     pub async fn oauth_client(&self, client_id: &str) -> OpResult<Option<ClientRow>> {
-        let row: Option<(String, String, String, i64)> = sqlx::query_as(
-            "SELECT client_id, client_name, redirect_uris, created_ms FROM oauth_clients WHERE client_id = $1",
+        let row: Option<(String, String, String, i64, i64)> = sqlx::query_as(
+            "SELECT client_id, client_name, redirect_uris, refresh, created_ms FROM oauth_clients \
+             WHERE client_id = $1",
         )
         .bind(client_id)
         .fetch_optional(self.writer())
         .await
         .map_err(db_error)?;
-        row.map(|(client_id, client_name, uris, created_ms)| {
+        row.map(|(client_id, client_name, uris, refresh, created_ms)| {
             Ok(ClientRow {
                 client_id,
                 client_name,
                 redirect_uris: json_list(&uris)?,
+                refresh: refresh != 0,
                 created_ms,
             })
         })

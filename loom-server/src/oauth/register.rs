@@ -210,6 +210,7 @@ pub async fn register(
         client_id: random_token(24),
         client_name,
         redirect_uris,
+        refresh: grant_types.iter().any(|g| g == "refresh_token"),
         created_ms: now_ms(),
     };
     if let Err(e) = app.store.oauth_client_add(&client).await {

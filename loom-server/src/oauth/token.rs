@@ -26,7 +26,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use loom_core::LoomError;
-use loom_ops::store::{RefreshRow, UserRow, now_ms};
+use loom_ops::store::{ClientRow, RefreshRow, UserRow, now_ms};
 use serde_json::json;
 
 use super::{SCOPE, json_error, no_store, random_token, s256, same, sha256_hex};
@@ -116,8 +116,8 @@ pub async fn token(
             "client_id is required (public clients identify themselves with it)",
         );
     };
-    match app.store.oauth_client(client_id).await {
-        Ok(Some(_)) => {}
+    let client = match app.store.oauth_client(client_id).await {
+        Ok(Some(client)) => client,
         Ok(None) => {
             return json_error(
                 StatusCode::UNAUTHORIZED,
@@ -126,9 +126,15 @@ pub async fn token(
             );
         }
         Err(e) => return server_error(&e),
-    }
+    };
     match form.get("grant_type").map(String::as_str) {
-        Some("authorization_code") => exchange_code(&app, client_id, &form).await,
+        Some("authorization_code") => exchange_code(&app, &client, &form).await,
+        // A client registered for the code grant alone (RFC 7591 §2).
+        Some("refresh_token") if !client.refresh => json_error(
+            StatusCode::BAD_REQUEST,
+            "unauthorized_client",
+            "this client registered no refresh_token grant",
+        ),
         Some("refresh_token") => refresh(&app, client_id, &form).await,
         Some(_) => json_error(
             StatusCode::BAD_REQUEST,
@@ -164,7 +170,8 @@ async fn revoke_family(app: &App, family_id: &str) {
     }
 }
 
-async fn exchange_code(app: &App, client_id: &str, form: &HashMap<String, String>) -> Response {
+async fn exchange_code(app: &App, client: &ClientRow, form: &HashMap<String, String>) -> Response {
+    let client_id = client.client_id.as_str();
     let Some(code) = form.get("code").filter(|c| !c.is_empty()) else {
         return invalid_request("code is required");
     };
@@ -226,6 +233,7 @@ async fn exchange_code(app: &App, client_id: &str, form: &HashMap<String, String
         &row.resource,
         &row.scope,
         &row.family_id,
+        client.refresh,
     )
     .await
 }
@@ -284,12 +292,15 @@ async fn refresh(app: &App, client_id: &str, form: &HashMap<String, String>) -> 
         &row.resource,
         &row.scope,
         &row.family_id,
+        true,
     )
     .await
 }
 
 /// Mints an access token for `user` (audience `resource`) and a refresh
-/// token in `family`; roles and namespaces come from the account as it is now.
+/// token in `family`, handed out when the client registered the refresh
+/// grant (`refresh`); roles and namespaces come from the account as it is
+/// now.
 async fn issue(
     app: &App,
     user: &UserRow,
@@ -297,6 +308,7 @@ async fn issue(
     resource: &str,
     scope: &str,
     family: &str,
+    refresh: bool,
 ) -> Response {
     let ttl = app.config.oauth_access_ttl.as_secs();
     let spec = MintSpec {
@@ -319,10 +331,13 @@ async fn issue(
             );
         }
     };
-    let refresh = random_token(32);
+    // The refresh row is kept whether or not its token is handed out: it
+    // is what finds the family's access tokens when the grant is revoked
+    // (a code used twice, a disabled account).
+    let refresh_token = random_token(32);
     let now = now_ms();
     let row = RefreshRow {
-        token_hash: sha256_hex(&refresh),
+        token_hash: sha256_hex(&refresh_token),
         family_id: family.to_owned(),
         client_id: client_id.to_owned(),
         username: user.username.clone(),
@@ -337,14 +352,14 @@ async fn issue(
     if let Err(e) = app.store.oauth_refresh_add(&row).await {
         return server_error(&e);
     }
-    no_store(
-        axum::Json(json!({
-            "access_token": access,
-            "token_type": "Bearer",
-            "expires_in": ttl,
-            "refresh_token": refresh,
-            "scope": scope,
-        }))
-        .into_response(),
-    )
+    let mut answer = json!({
+        "access_token": access,
+        "token_type": "Bearer",
+        "expires_in": ttl,
+        "scope": scope,
+    });
+    if refresh {
+        answer["refresh_token"] = refresh_token.into();
+    }
+    no_store(axum::Json(answer).into_response())
 }
