@@ -5,9 +5,9 @@
 //! first), then the other memories the task matches (ranked), then the
 //! namespace's three most recent runs. Each is taken when it fits in what
 //! is left of the budget. Pins first: pinning a memory is how an agent
-//! says it belongs in every context, so a long match must not push it out. Tokens are estimated as characters / 4,
-//! rounded up: no tokenizer is needed and it errs on the generous side for
-//! English prose.
+//! says it belongs in every context, so a long match must not push it out.
+//! Tokens are estimated as characters / 4, rounded up: no tokenizer is
+//! needed and it errs on the generous side for English prose.
 
 use loom_core::{OpCx, OpResult};
 
