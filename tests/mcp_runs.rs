@@ -287,7 +287,8 @@ async fn run_get_lists_only_its_own_runs_calls() {
         let run = runs(&c).await[0].clone();
         assert_eq!(run["namespace"], "default", "{n}");
         let run_id = run["run_id"].as_str().unwrap();
-        let session_calls = |token: &str| {
+        // Its changes follow the same rule, each naming its namespace.
+        let session = |token: &str| {
             let token = token.to_owned();
             let t = &t;
             async move {
@@ -295,11 +296,23 @@ async fn run_get_lists_only_its_own_runs_calls() {
                     .post("run.get", Some(&token), json!({"run_id": run_id}))
                     .await;
                 assert_eq!(got.status, 200, "{}", got.text);
-                got.body["calls"].as_array().unwrap().len()
+                let namespaces = |list: &str| {
+                    let mut seen: Vec<String> = got.body[list]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|c| c["namespace"].as_str().unwrap().to_owned())
+                        .collect();
+                    seen.sort();
+                    seen
+                };
+                (namespaces("calls"), namespaces("changes"))
             }
         };
-        assert_eq!(session_calls(&ana).await, 2, "{n}");
-        assert_eq!(session_calls(&bob).await, 1, "{n}");
+        let both = vec!["default".to_owned(), "team2".to_owned()];
+        assert_eq!(session(&ana).await, (both.clone(), both), "{n}");
+        let home = vec!["default".to_owned()];
+        assert_eq!(session(&bob).await, (home.clone(), home), "{n}");
         t.server.shutdown().await;
     }
 }

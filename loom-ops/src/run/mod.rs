@@ -139,7 +139,7 @@ async fn get(cx: &OpCx, input: RunGet) -> OpResult<RunDetail> {
     Ok(RunDetail {
         run: row.to_run(false),
         working_memory: store::notes(&mut conn, cx, &input.run_id).await?,
-        changes: store::changes(&mut conn, cx, &input.run_id).await?,
+        changes: store::changes(&mut conn, cx, &row).await?,
         calls: store::calls(&mut conn, cx, &row).await?,
     })
 }

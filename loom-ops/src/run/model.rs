@@ -100,6 +100,9 @@ pub struct RunCall {
     pub request_id: String,
     /// The agent.
     pub agent: String,
+    /// The namespace it acted in (an MCP session's run carries its calls
+    /// in every namespace).
+    pub namespace: String,
     /// When.
     pub at: String,
 }
@@ -117,6 +120,8 @@ pub struct RunGet {
 /// A memory change made in a run.
 #[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct RunChange {
+    /// The namespace of the memory.
+    pub namespace: String,
     /// The key.
     pub memory_key: String,
     /// The agent holding the row.

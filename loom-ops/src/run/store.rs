@@ -236,26 +236,57 @@ pub async fn notes(
         .collect())
 }
 
-/// The memory changes made in the run, oldest first.
+/// The memory changes made in the run, oldest first, at most 200: those
+/// in the run's namespace and, to the subject whose MCP session it is,
+/// those its session made in other namespaces, as [`calls`] lists them.
 pub async fn changes(
     conn: &mut AnyConnection,
     cx: &OpCx,
-    run_id: &str,
+    run: &Row,
 ) -> OpResult<Vec<super::model::RunChange>> {
-    let rows: Vec<(String, String, i64, String, i64)> = sqlx::query_as(
-        "SELECT memory_key, agent, version, change, at_ms FROM memory_versions \
-         WHERE org = $1 AND namespace = $2 AND run_id = $3 ORDER BY at_ms, memory_key, version LIMIT 200",
-    )
-    .bind(&cx.scope.org)
-    .bind(&cx.scope.namespace)
-    .bind(run_id)
-    .fetch_all(conn)
-    .await
-    .map_err(db_error)?;
-    Ok(rows
+    let mut namespaces = vec![run.namespace.clone()];
+    if let Some(session) = own_session(cx, run) {
+        let others: Vec<(String,)> = sqlx::query_as(
+            "SELECT DISTINCT namespace FROM agent_events \
+             WHERE org = $1 AND run_id = $2 AND session_id = $3 AND subject = $4 AND namespace <> $5",
+        )
+        .bind(&cx.scope.org)
+        .bind(&run.run_id)
+        .bind(session)
+        .bind(&run.subject)
+        .bind(&run.namespace)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_error)?;
+        namespaces.extend(others.into_iter().map(|(n,)| n));
+    }
+    let mut changes = Vec::new();
+    // A namespace at a time, each through the index of its runs' versions.
+    for namespace in namespaces {
+        let rows: Vec<(String, String, i64, String, i64)> = sqlx::query_as(
+            "SELECT memory_key, agent, version, change, at_ms FROM memory_versions \
+             WHERE org = $1 AND namespace = $2 AND run_id = $3 ORDER BY at_ms, memory_key, version LIMIT 200",
+        )
+        .bind(&cx.scope.org)
+        .bind(&namespace)
+        .bind(&run.run_id)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_error)?;
+        changes.extend(
+            rows.into_iter()
+                .map(|(memory_key, agent, version, change, at_ms)| {
+                    (at_ms, namespace.clone(), memory_key, version, agent, change)
+                }),
+        );
+    }
+    changes.sort();
+    changes.truncate(200);
+    Ok(changes
         .into_iter()
         .map(
-            |(memory_key, agent, version, change, at_ms)| super::model::RunChange {
+            |(at_ms, namespace, memory_key, version, agent, change)| super::model::RunChange {
+                namespace,
                 memory_key,
                 agent,
                 version,
@@ -264,6 +295,14 @@ pub async fn changes(
             },
         )
         .collect())
+}
+
+/// The run's MCP session, when the caller is the subject whose session it
+/// is: only that subject sees what the session did in other namespaces.
+fn own_session<'r>(cx: &OpCx, run: &'r Row) -> Option<&'r str> {
+    run.session_id
+        .as_deref()
+        .filter(|_| cx.caller.subject == run.subject)
 }
 
 /// The calls made under a run (its `agent_events` rows), oldest first, at
@@ -276,12 +315,9 @@ pub async fn calls(
     cx: &OpCx,
     run: &Row,
 ) -> OpResult<Vec<super::model::RunCall>> {
-    let session = run
-        .session_id
-        .as_deref()
-        .filter(|_| cx.caller.subject == run.subject);
-    let rows: Vec<(String, String, String, String, i64, String)> = sqlx::query_as(
-        "SELECT op, transport, outcome, request_id, at_ms, agent FROM agent_events \
+    let session = own_session(cx, run);
+    let rows: Vec<(String, String, String, String, i64, String, String)> = sqlx::query_as(
+        "SELECT op, transport, outcome, request_id, at_ms, agent, namespace FROM agent_events \
          WHERE org = $1 AND run_id = $2 \
          AND (namespace = $3 OR (session_id = $4 AND subject = $5)) \
          ORDER BY at_ms, id LIMIT 500",
@@ -297,12 +333,13 @@ pub async fn calls(
     Ok(rows
         .into_iter()
         .map(
-            |(op, transport, outcome, request_id, at_ms, agent)| super::model::RunCall {
+            |(op, transport, outcome, request_id, at_ms, agent, namespace)| super::model::RunCall {
                 op,
                 transport,
                 outcome,
                 request_id,
                 agent,
+                namespace,
                 at: rfc3339(at_ms),
             },
         )
