@@ -461,9 +461,10 @@ async fn open_store(config: &Config) -> Result<Store, String> {
 }
 
 /// [`open_store`] for a command that acts on a server's store (a token is
-/// good only on the store whose key signed it): when no store was there,
-/// the one made now is said on standard error, since run from another
-/// folder than the server's it is not the server's store.
+/// good only on the store whose key signed it; an account, a namespace
+/// only on the store that holds it): when no store was there, the one
+/// made now is said on standard error, since run from another folder than
+/// the server's it is not the server's store.
 async fn open_server_store(command: &str, config: &Config) -> Result<Store, String> {
     let options = config.store_options();
     if options.in_memory() {
@@ -647,7 +648,7 @@ async fn user_add(
         read_password(&username)?
     };
     let config = Config::from_env()?;
-    let store = open_store(&config).await?;
+    let store = open_server_store("user add", &config).await?;
     let result = async {
         store.ensure_default_org().await?;
         if !store.org_exists(&org).await? {
@@ -680,7 +681,7 @@ async fn user_add(
 
 async fn user_disable(username: String) -> Result<(), String> {
     let config = Config::from_env()?;
-    let store = open_store(&config).await?;
+    let store = open_server_store("user disable", &config).await?;
     let done = store.user_disable(&username).await;
     store.close().await;
     match done {
@@ -724,7 +725,7 @@ async fn namespace_add(ns: loom_ops::store::NewNamespace<'_>) -> Result<(), Stri
         ));
     }
     let config = Config::from_env()?;
-    let store = open_store(&config).await?;
+    let store = open_server_store("namespace add", &config).await?;
     let created = async {
         store.ensure_default_org().await?;
         store.create_namespace(&ns).await
@@ -759,7 +760,7 @@ async fn namespace_add(ns: loom_ops::store::NewNamespace<'_>) -> Result<(), Stri
 
 async fn namespace_list(org: Option<String>) -> Result<(), String> {
     let config = Config::from_env()?;
-    let store = open_store(&config).await?;
+    let store = open_server_store("namespace list", &config).await?;
     let listed = async {
         store.ensure_default_org().await?;
         store.namespaces(org.as_deref()).await

@@ -704,6 +704,33 @@ async fn user_add_stores_a_hash_and_user_disable_disables() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The commands that act on a server's store say so on standard error
+/// when no store was where they looked and they made one: run from
+/// another folder than the server's, what they write or list is not the
+/// server's. On an existing store they say nothing of it.
+#[test]
+fn store_commands_name_a_store_they_made() {
+    for args in [
+        &["namespace", "list"][..],
+        &["namespace", "add", "acme", "proj"],
+        &["user", "disable", "nobody"],
+    ] {
+        let (url, dir) = testing::sqlite_url();
+        let first = user_cmd(&url, args, "");
+        let stderr = String::from_utf8_lossy(&first.stderr).into_owned();
+        assert!(
+            stderr.contains("no store was at") && stderr.contains("loom.db"),
+            "{args:?}: {stderr}"
+        );
+        let again = user_cmd(&url, args, "");
+        assert!(
+            !String::from_utf8_lossy(&again.stderr).contains("no store was at"),
+            "{args:?}"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 /// An operator creates an org's namespace, mints a token for it, and a
 /// server on the same store takes the token's writes there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
