@@ -4,7 +4,7 @@ use loom_core::{ErrorCode, LoomError, OpCx, OpResult};
 use sqlx::AnyConnection;
 
 use super::model::Run;
-use crate::store::{Backend, Store, db_error, rfc3339};
+use crate::store::{db_error, rfc3339};
 
 /// A `runs` row.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -102,23 +102,8 @@ pub async fn require_open(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> 
 /// into a run already ended; and two such writes of one run take turns,
 /// so what one counts of the run's notes the other cannot change
 /// meanwhile. SQLite's writes run one at a time already.
-pub async fn hold_open(
-    conn: &mut AnyConnection,
-    store: &Store,
-    cx: &OpCx,
-    run_id: &str,
-) -> OpResult<()> {
-    if store.backend() == Backend::Postgres {
-        sqlx::query(
-            "SELECT 1 FROM runs WHERE org = $1 AND namespace = $2 AND run_id = $3 FOR UPDATE",
-        )
-        .bind(&cx.scope.org)
-        .bind(&cx.scope.namespace)
-        .bind(run_id)
-        .execute(&mut *conn)
-        .await
-        .map_err(db_error)?;
-    }
+pub async fn hold_open(conn: &mut AnyConnection, cx: &OpCx, run_id: &str) -> OpResult<()> {
+    hold(conn, cx, run_id, "FOR UPDATE").await?;
     require_open(conn, cx, run_id).await
 }
 
@@ -135,10 +120,17 @@ pub async fn require_open_until_commit(
     cx: &OpCx,
     run_id: &str,
 ) -> OpResult<()> {
+    hold(conn, cx, run_id, "FOR SHARE").await?;
+    require_open(conn, cx, run_id).await
+}
+
+/// Locks the run's row until the transaction ends (`lock`: `FOR UPDATE`
+/// or `FOR SHARE`), on PostgreSQL; nothing on SQLite.
+async fn hold(conn: &mut AnyConnection, cx: &OpCx, run_id: &str, lock: &str) -> OpResult<()> {
     if conn.backend_name() == "PostgreSQL" {
-        sqlx::query(
-            "SELECT 1 FROM runs WHERE org = $1 AND namespace = $2 AND run_id = $3 FOR SHARE",
-        )
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT 1 FROM runs WHERE org = $1 AND namespace = $2 AND run_id = $3 {lock}"
+        )))
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
         .bind(run_id)
@@ -146,7 +138,7 @@ pub async fn require_open_until_commit(
         .await
         .map_err(db_error)?;
     }
-    require_open(conn, cx, run_id).await
+    Ok(())
 }
 
 /// The namespace's most recent runs, newest first.

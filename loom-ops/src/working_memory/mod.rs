@@ -48,7 +48,7 @@ async fn write(cx: &OpCx, input: WorkingMemoryWrite, append: bool) -> OpResult<W
     require_namespace(tx.conn(), cx).await?;
     // A run's notes belong to a run in progress in the namespace, held so
     // until this write commits.
-    crate::run::store::hold_open(tx.conn(), store, cx, &run_id).await?;
+    crate::run::store::hold_open(tx.conn(), cx, &run_id).await?;
     let sql = if append {
         "INSERT INTO working_memory (org, namespace, run_id, name, content, agent, updated_ms) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (org, namespace, run_id, name) DO UPDATE \
