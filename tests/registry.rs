@@ -21,3 +21,44 @@ fn the_linked_ops_are_exactly_these() {
         "update tests/golden/ops.txt when adding or removing an op"
     );
 }
+
+/// The README's table of errors lists every code once, in declaration
+/// order, with the status, category and retryable flag the code carries:
+/// the errors reference cannot fall behind the codes.
+#[test]
+fn the_readme_lists_every_error_code_as_it_is() {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find("### Errors")
+        .expect("the README has an Errors section");
+    let rows: Vec<Vec<&str>> = readme[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with("| code |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    let listed: Vec<(String, String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r[1].trim_matches('`').to_owned(),
+                r[2].to_owned(),
+                r[3].to_owned(),
+                r[4].to_owned(),
+            )
+        })
+        .collect();
+    let codes: Vec<(String, String, String, String)> = loom_core::ErrorCode::ALL
+        .iter()
+        .map(|c| {
+            (
+                c.as_str().to_owned(),
+                c.status().to_string(),
+                c.category().as_str().to_owned(),
+                if c.retryable() { "yes" } else { "no" }.to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(listed, codes);
+}
