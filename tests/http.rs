@@ -143,6 +143,18 @@ async fn a_valid_token_calls_an_op_and_gets_its_full_output() {
                 .map(|o| o["tool"].clone())
         };
         assert_eq!(tool("search.query"), Some(json!("loom_search")));
+        // the listings that carry each op, the derived ones included: a
+        // change on no curated roster is on `all`, not `readonly`
+        let toolsets = |op: &str| {
+            a.body["ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["op"] == op)
+                .map(|o| o["toolsets"].clone())
+        };
+        assert_eq!(toolsets("grants.set"), Some(json!(["all"])));
+        assert_eq!(toolsets("run.list"), Some(json!(["readonly", "all"])));
         // and the arguments a call names, as the listing names them
         let set = a.body["ops"]
             .as_array()

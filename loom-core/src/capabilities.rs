@@ -30,8 +30,9 @@ pub struct OpCapability {
     pub rate_class: String,
     /// Latency budget in milliseconds.
     pub budget_ms: u64,
-    /// The curated rosters that list it (`readonly` and `all` are derived;
-    /// a synthetic tool such as `loom_search` is on every one but assistant).
+    /// The listings that list it: the curated rosters that declare it (a
+    /// synthetic tool such as `loom_search` is on every one but
+    /// assistant), then `readonly` and `all`, derived, where they list it.
     pub toolsets: Vec<String>,
     /// stable or experimental.
     pub maturity: String,
@@ -62,11 +63,7 @@ pub fn capabilities(registry: &Registry) -> Vec<OpCapability> {
             writes: op.meta.writes,
             rate_class: op.rate.as_str().into(),
             budget_ms: op.budget.as_millis() as u64,
-            toolsets: op
-                .toolsets()
-                .iter()
-                .map(|t| t.as_str().to_owned())
-                .collect(),
+            toolsets: op.listing_names().into_iter().map(str::to_owned).collect(),
             maturity: op.meta.maturity.as_str().into(),
             mcp: mcp_visibility(op).into(),
             instead: op.mcp_hidden().map(str::to_owned),

@@ -132,6 +132,19 @@ impl Op {
         }
     }
 
+    /// The names of the listings that carry it: its curated rosters
+    /// ([`Op::toolsets`]), then the derived `readonly` and `all` where they
+    /// list it (what `ops.capabilities` and the export report).
+    pub fn listing_names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self.toolsets().iter().map(|t| t.as_str()).collect();
+        for (listing, name) in [(Listing::Readonly, "readonly"), (Listing::All, "all")] {
+            if self.listed_on(&listing) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
     /// Whether a roster declares it.
     pub fn in_toolset(&self, t: Toolset) -> bool {
         self.meta.toolsets.contains(&t)

@@ -397,7 +397,13 @@ fn capabilities_report_every_op() {
         ("callable", "experimental")
     );
     let get = caps.iter().find(|c| c.op == "memory.get").unwrap();
-    assert_eq!(get.toolsets, ["core", "coding", "atomic", "assistant"]);
+    // its curated rosters, then the derived listings that carry it
+    assert_eq!(
+        get.toolsets,
+        ["core", "coding", "atomic", "assistant", "readonly", "all"]
+    );
+    // an experimental op no roster lists: on no listing
+    assert!(peek.toolsets.is_empty(), "{:?}", peek.toolsets);
     assert_eq!(get.effect, "read");
     // A synthetic tool is reported as every listing but assistant's carries it.
     let search = caps.iter().find(|c| c.op == "search.query").unwrap();
@@ -407,7 +413,9 @@ fn capabilities_report_every_op() {
     );
     assert_eq!(
         search.toolsets,
-        ["core", "coding", "tracker", "tasks", "atomic"]
+        [
+            "core", "coding", "tracker", "tasks", "atomic", "readonly", "all"
+        ]
     );
 }
 
@@ -441,7 +449,7 @@ fn json_manifest_has_the_tools_list_shape_and_a_loom_block() {
         json!({
             "op": "memory.apply", "http_path": "/v1/memory.apply", "required_role": "writer",
             "effect": "destructive", "idempotent": false, "audit": false, "mcp_visibility": "listed",
-            "toolsets": ["core"], "maturity": "stable", "input_model": "Empty", "output_model": "Done",
+            "toolsets": ["core", "all"], "maturity": "stable", "input_model": "Empty", "output_model": "Done",
             "cedar_input_type": "Empty", "cedar_output_type": "Done"
         })
     );
@@ -456,7 +464,9 @@ fn json_manifest_has_the_tools_list_shape_and_a_loom_block() {
     assert_eq!(synthetic["loom"]["mcp_visibility"], "listed");
     assert_eq!(
         synthetic["loom"]["toolsets"],
-        json!(["core", "coding", "tracker", "tasks", "atomic"])
+        json!([
+            "core", "coding", "tracker", "tasks", "atomic", "readonly", "all"
+        ])
     );
 }
 

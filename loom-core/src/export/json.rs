@@ -31,7 +31,7 @@ pub fn json_manifest(registry: &Registry) -> Value {
                 "idempotent": op.meta.idempotent,
                 "audit": op.meta.audit,
                 "mcp_visibility": mcp_visibility(op),
-                "toolsets": op.toolsets().iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+                "toolsets": op.listing_names(),
                 "maturity": op.meta.maturity.as_str(),
                 "input_model": op.input_model,
                 "output_model": op.output_model,
