@@ -611,6 +611,41 @@ async fn listings_follow_toolset_and_profile() {
         assert_eq!(refused["isError"], true, "{refused}");
         let readonly = McpClient::new(&t, Some(&token), "toolset=readonly");
         let ro = readonly.request("tools/list", json!({})).await.body["result"].clone();
+        // loom_op's example op name is one it reaches and the listing does
+        // not show; on a listing that shows all it runs, it names none.
+        let loom_op = |list: &Value| {
+            list["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == "loom_op")
+                .unwrap()
+                .clone()
+        };
+        let op_field = |list: &Value| {
+            loom_op(list)["inputSchema"]["properties"]["op"]["description"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert!(
+            op_field(&list).contains("such as memory.unpin"),
+            "{}",
+            op_field(&list)
+        );
+        for shows_all in [&everything, &ro] {
+            assert!(
+                !op_field(shows_all).contains("such as"),
+                "{}",
+                op_field(shows_all)
+            );
+            let about = loom_op(shows_all)["description"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            assert!(about.contains("use it for help"), "{about}");
+            assert!(!about.contains(" 0 ops"), "{about}");
+        }
         assert_eq!(
             (
                 &hints(&ro, "loom_op")["readOnlyHint"],

@@ -348,10 +348,28 @@ fn synthetic_tools(
         .iter()
         .filter(|op| loom_op_routes(op, listing))
         .collect();
-    about.push_str(&format!(
-        " {} ops are reachable this way; ops.capabilities lists them all.",
-        routed.iter().filter(|op| !op.listed_on(listing)).count()
-    ));
+    // What it reaches that the listing does not show, and one of those as
+    // the example of an op name: none on a listing that shows every op it
+    // routes (all, readonly), where it is for help alone.
+    let unlisted: Vec<&&Op> = routed.iter().filter(|op| !op.listed_on(listing)).collect();
+    let example = unlisted
+        .iter()
+        .find(|op| op.name == "memory.unpin")
+        .or_else(|| unlisted.first());
+    if unlisted.is_empty() {
+        about.push_str(
+            " This listing shows every op it runs as a tool of its own: use it for help.",
+        );
+    } else {
+        about.push_str(&format!(
+            " {} ops are reachable this way; ops.capabilities lists them all.",
+            unlisted.len()
+        ));
+    }
+    let op_field = match example {
+        Some(op) => format!("The op name, such as {}, or \"help\".", op.name),
+        None => "\"help\", or the name of an op this listing shows.".to_owned(),
+    };
     // Its hints are those of the most any op it routes here may do, the
     // listed ones included: it runs those too (on `all`, every op).
     let destructive = routed.iter().any(|op| op.annotations.destructive_hint);
@@ -363,7 +381,7 @@ fn synthetic_tools(
             input: json!({
                 "type": "object",
                 "properties": {
-                    "op": {"type": "string", "description": "The op name, such as memory.unpin, or \"help\"."},
+                    "op": {"type": "string", "description": op_field},
                     "arguments": {"type": "object", "description": "The op's arguments."},
                     "query": {"type": "string", "description": "With op \"help\": what to look for."}
                 },
