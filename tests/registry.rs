@@ -62,3 +62,44 @@ fn the_readme_lists_every_error_code_as_it_is() {
         .collect();
     assert_eq!(listed, codes);
 }
+
+/// Every description in every op's input and output schema is written for
+/// a model: a paragraph a line (no doc comment's source line breaks, which
+/// cost tokens on every turn) and no rustdoc link syntax.
+#[test]
+fn schema_descriptions_are_reflowed_prose() {
+    fn walk(v: &serde_json::Value, at: &str, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::String(d)) = map.get("description") {
+                    let wrapped = d
+                        .split('\n')
+                        .skip(1)
+                        .any(|l| !l.is_empty() && !l.starts_with("- ") && !l.starts_with("* "));
+                    if wrapped || d.contains("[`") {
+                        out.push(format!("{at}: {d:?}"));
+                    }
+                }
+                for (k, v) in map {
+                    walk(v, &format!("{at}/{k}"), out);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    walk(v, &format!("{at}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    for op in registry().ops() {
+        walk(&op.input_schema, &format!("{} input", op.name), &mut found);
+        walk(
+            &op.output_schema,
+            &format!("{} output", op.name),
+            &mut found,
+        );
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}

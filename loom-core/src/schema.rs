@@ -70,6 +70,9 @@ impl Profile {
 fn generator(contract: Contract) -> SchemaGenerator {
     let mut settings = SchemaSettings::draft2020_12();
     settings.inline_subschemas = true;
+    settings
+        .transforms
+        .push(Box::new(RecursiveTransform(reflow_description)));
     if contract == Contract::Deserialize {
         settings
             .transforms
@@ -77,6 +80,18 @@ fn generator(contract: Contract) -> SchemaGenerator {
     }
     settings.contract = contract;
     SchemaGenerator::new(settings)
+}
+
+/// A field's description as [`reflow`] writes an op's: the doc comment's
+/// source line breaks cost a client tokens on every turn and mean nothing
+/// to a model.
+fn reflow_description(schema: &mut Schema) {
+    if let Some(Value::String(text)) = schema
+        .as_object_mut()
+        .and_then(|o| o.get_mut("description"))
+    {
+        *text = reflow(text);
+    }
 }
 
 /// Gives an input integer the bounds of its Rust type where schemars

@@ -164,8 +164,7 @@ pub struct MemoryHit {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Recipe {
-    /// The text match, then recency, pins and recall counts (the module
-    /// doc's score).
+    /// The text match, then recency, pins and recall counts (the default).
     #[default]
     Balanced,
     /// The text match alone: the best-matching rows first, however old.

@@ -37,8 +37,8 @@ pub enum Bodies {
     /// The whole text.
     #[default]
     Full,
-    /// About the first [`SNIPPET_CHARS`] characters, cut at a word where
-    /// one ends near there, with `…` when cut.
+    /// About the first 200 characters (`SNIPPET_CHARS`), cut at a word
+    /// where one ends near there, with `…` when cut.
     Snippet,
     /// No text: each hit's key and details only.
     None,
