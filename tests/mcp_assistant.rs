@@ -496,7 +496,20 @@ async fn assistant_reads_record_no_usage_but_leave_exposures() {
                 .await;
             assert_eq!(ok(&got)["recall_count"], 0, "{}", t.name());
         }
-        // full results, but no per-hit score breakdown, whatever the call sends
+        // full results, but no per-hit score breakdown, whatever the call
+        // sends: the listing does not offer it
+        let listed = a.request("tools/list", json!({})).await.body["result"]["tools"].clone();
+        let search = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "loom_memory_search")
+            .unwrap()
+            .clone();
+        assert!(
+            search["inputSchema"]["properties"].get("explain").is_none(),
+            "{search}"
+        );
         let hits = a
             .call(
                 "loom_memory_search",

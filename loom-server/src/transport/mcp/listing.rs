@@ -171,6 +171,13 @@ fn op_tool(
     let mut input = op.input_schema_for(profile).clone();
     if *listing == Listing::Assistant {
         offer_agent(op, &mut input, profile);
+        // Its calls run with explain off whatever they send
+        // (tools::without_explain): not offered.
+        if op.takes_explain
+            && let Some(props) = input.get_mut("properties").and_then(Value::as_object_mut)
+        {
+            props.remove("explain");
+        }
     }
     render_descriptions(&mut input, registry, listing);
     let mut tool = Map::new();
