@@ -538,3 +538,23 @@ async fn assistant_reads_record_no_usage_but_leave_exposures() {
         t.server.shutdown().await;
     }
 }
+
+/// The assistant's primer points at its own search tools: loom_search is
+/// not on its listing.
+#[tokio::test]
+async fn the_assistant_primer_names_its_own_search_tools() {
+    for t in servers(generous).await {
+        let viewer = t.token("default", "viv", Role::Viewer, &[]);
+        let mut a = McpClient::new(&t, Some(&viewer), ASSISTANT);
+        let init = a.initialize("Claude", "2025-11-25").await;
+        let primer = init.body["result"]["instructions"].as_str().unwrap();
+        assert!(
+            primer.contains("loom_memory_search")
+                && primer.contains("loom_memory_ask")
+                && !primer.contains("loom_search"),
+            "{}: {primer}",
+            t.name()
+        );
+        t.server.shutdown().await;
+    }
+}
