@@ -332,6 +332,16 @@ async fn protocol_header_host_origin_and_session_checks() {
             )
             .await;
         assert_eq!(a.status, 403);
+        // its data carries the code and class, as every refusal's does
+        assert_eq!(
+            (
+                &a.body["error"]["data"]["code"],
+                &a.body["error"]["data"]["category"]
+            ),
+            (&json!("FOREIGN_ORIGIN"), &json!("auth")),
+            "{}",
+            a.text
+        );
         let a = t
             .send(
                 c.post()
@@ -400,6 +410,11 @@ async fn protocol_header_host_origin_and_session_checks() {
         let get = t.send(t.client.get(c.url()).bearer_auth(&token)).await;
         assert_eq!(get.status, 405);
         assert_eq!(get.body["error"]["code"], -32600, "{}", get.text);
+        assert_eq!(
+            get.body["error"]["data"]["code"], "METHOD_NOT_ALLOWED",
+            "{}",
+            get.text
+        );
         // a session belongs to the principal that opened it
         let mut mine = McpClient::new(&t, Some(&token), "");
         mine.initialize("x", "2025-11-25").await;

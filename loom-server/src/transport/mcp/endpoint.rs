@@ -229,12 +229,13 @@ fn check_host_and_origin(mcp: &Mcp, headers: &HeaderMap) -> Result<(), Early> {
     if mcp.app.guard.admits(headers) {
         Ok(())
     } else {
+        let refusal = LoomError::new(ErrorCode::ForeignOrigin, guard::REFUSAL);
         Err(Box::new(rpc_error_response(
             StatusCode::FORBIDDEN,
             None,
             code::INVALID_REQUEST,
             guard::REFUSAL,
-            None,
+            Some(Value::Object(refusal.body())),
         )))
     }
 }
@@ -595,12 +596,14 @@ async fn get_mcp(State(mcp): State<Arc<Mcp>>, headers: HeaderMap) -> Response {
     if let Err(refusal) = check_host_and_origin(&mcp, &headers) {
         return *refusal;
     }
+    let message = "this server answers POST /mcp with JSON; it opens no event stream";
+    let refusal = LoomError::new(ErrorCode::MethodNotAllowed, message);
     let mut response = rpc_error_response(
         StatusCode::METHOD_NOT_ALLOWED,
         None,
         code::INVALID_REQUEST,
-        "this server answers POST /mcp with JSON; it opens no event stream",
-        None,
+        message,
+        Some(Value::Object(refusal.body())),
     );
     response
         .headers_mut()
