@@ -133,28 +133,23 @@ async fn a_valid_token_calls_an_op_and_gets_its_full_output() {
             ops.contains(&"grants.set") && ops.contains(&"ops.capabilities"),
             "{ops:?}"
         );
-        // each op names the MCP tool that runs it: search.query's is loom_search
-        let tool = |op: &str| {
+        let reported = |op: &str, field: &str| {
             a.body["ops"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .find(|o| o["op"] == op)
-                .map(|o| o["tool"].clone())
+                .map(|o| o[field].clone())
         };
-        assert_eq!(tool("search.query"), Some(json!("loom_search")));
+        // each op names the MCP tool that runs it: search.query's is loom_search
+        assert_eq!(reported("search.query", "tool"), Some(json!("loom_search")));
         // the listings that carry each op, the derived ones included: a
         // change on no curated roster is on `all`, not `readonly`
-        let toolsets = |op: &str| {
-            a.body["ops"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|o| o["op"] == op)
-                .map(|o| o["toolsets"].clone())
-        };
-        assert_eq!(toolsets("grants.set"), Some(json!(["all"])));
-        assert_eq!(toolsets("run.list"), Some(json!(["readonly", "all"])));
+        assert_eq!(reported("grants.set", "toolsets"), Some(json!(["all"])));
+        assert_eq!(
+            reported("run.list", "toolsets"),
+            Some(json!(["readonly", "all"]))
+        );
         // and the arguments a call names, as the listing names them
         let set = a.body["ops"]
             .as_array()
@@ -170,7 +165,10 @@ async fn a_valid_token_calls_an_op_and_gets_its_full_output() {
                 .contains(&json!("expires_at")),
             "{set}"
         );
-        assert_eq!(tool("memory.get"), Some(json!("loom_memory_get")));
+        assert_eq!(
+            reported("memory.get", "tool"),
+            Some(json!("loom_memory_get"))
+        );
         // an empty body is an empty argument object
         let a = t.send(t.request("ops.capabilities", Some(&token))).await;
         assert_eq!(a.status, 200, "{}: {}", t.name(), a.text);
