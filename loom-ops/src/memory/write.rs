@@ -195,10 +195,8 @@ pub async fn set(store: &Store, cx: &OpCx, input: MemorySet) -> OpResult<MemoryW
     let values = SetValues::check(input)?;
     // SQLite: read on the calling thread, write in one step. `None` when
     // that write lost a race with a write of the group not yet committed:
-    // the path below reads again under the writer. A run the call named is
-    // checked at the commit of that path ([`crate::store::WriteTx::commit`]).
-    if store.writes_in_one_step()
-        && !cx.run_named
+    // the path below reads again under the writer.
+    if store.writes_in_one_step(cx)
         && let Some(view) = sql::set_view_inline(store, cx, &values.key)
         && let Some(done) = set_in_one_step(store, cx, &values, view?).await?
     {

@@ -115,11 +115,14 @@ impl Store {
         Ok(WriteTx { inner })
     }
 
-    /// Whether a call's write can run as one statement list
+    /// Whether `cx`'s write can run as one statement list
     /// ([`Store::write_in_one_step`]): SQLite on a file, whose one-step
-    /// writes run back to back on the direct writer ([`super::direct`]).
-    pub(crate) fn writes_in_one_step(&self) -> bool {
-        self.direct().is_some()
+    /// writes run back to back on the direct writer ([`super::direct`]),
+    /// for a call that names no run of its own: such a write takes a
+    /// transaction, whose commit checks the run is still open
+    /// ([`WriteTx::commit`]).
+    pub(crate) fn writes_in_one_step(&self, cx: &OpCx) -> bool {
+        self.direct().is_some() && !cx.run_named
     }
 
     /// SQLite's direct writer, where there is one and it still takes writes
