@@ -62,6 +62,11 @@ pub struct Op {
     /// MCP asks on every call, and the schema lookup was ~2% of a
     /// `memory.get`'s instructions.
     pub takes_explain: bool,
+    /// Whether the input model declares `run_id` itself (`run.*`,
+    /// `working_memory.*`), where it means what the op says; on every other
+    /// run-scoped op the pipeline takes it as the run the call belongs to
+    /// ([`schema::add_run_id`]).
+    pub declares_run_id: bool,
     validator: Validator,
 }
 
@@ -78,7 +83,11 @@ impl Op {
         let budget = meta.budget_ms.map_or(default_budget(meta.role), |ms| {
             Duration::from_millis(u64::from(ms))
         });
-        let input_schema = schema::input_schema(&meta.input);
+        let mut input_schema = schema::input_schema(&meta.input);
+        let declares_run_id = input_schema.pointer("/properties/run_id").is_some();
+        if meta.run_scoped && !declares_run_id {
+            schema::add_run_id(&mut input_schema);
+        }
         let listed_input = schema::listed_input(&input_schema);
         let description = match meta.doc.trim() {
             "" => fallback_description(&name, budget, meta.idempotent, meta.role),
@@ -97,6 +106,7 @@ impl Op {
             validator: Validator::new(&input_schema, &listed_input),
             compact_input: schema::compact_tree(&listed_input),
             takes_explain: input_schema.pointer("/properties/explain").is_some(),
+            declares_run_id,
             input_schema,
             listed_input,
             meta,

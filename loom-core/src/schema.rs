@@ -120,6 +120,40 @@ pub fn input_schema(info: &TypeInfo) -> Value {
     root_object((info.schema)(&mut generator(Contract::Deserialize)))
 }
 
+/// What a run-scoped op's input holds besides its model's fields when the
+/// model declares no `run_id` of its own: the run a call names, which the
+/// pipeline takes out of the arguments and checks before the op runs (a
+/// name as identities are: at most 256 bytes, no control characters;
+/// null names none; bytes are no JSON Schema bound, so only the text says
+/// so). Hidden on MCP, as `agent` is: accepted by name, and
+/// in the whole schema that validation and `loom export-actions --format
+/// cedar` read, so a policy engine's schema admits what Loom accepts.
+const RUN_ID_DESCRIPTION: &str = "The run this call belongs to (at most 256 bytes): one begun \
+    with run.begin in the call's namespace and not ended. Left out, a call over MCP belongs to \
+    its session's implicit run.";
+
+/// Adds [`RUN_ID_DESCRIPTION`]'s `run_id` to a run-scoped op's whole input
+/// schema, unless the model declares one (`run.*` and `working_memory.*`
+/// give it meanings of their own).
+pub fn add_run_id(full: &mut Value) {
+    let Some(root) = full.as_object_mut() else {
+        return;
+    };
+    let props = root
+        .entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(props) = props.as_object_mut() else {
+        return;
+    };
+    props.entry("run_id").or_insert_with(|| {
+        serde_json::json!({
+            "type": ["string", "null"],
+            "description": RUN_ID_DESCRIPTION,
+            FIELD_MARK: "mcp_hidden",
+        })
+    });
+}
+
 /// The output schema of a model: what a call answers.
 pub fn output_schema(info: &TypeInfo) -> Value {
     let mut v = root_object((info.schema)(&mut generator(Contract::Serialize)));
@@ -193,6 +227,14 @@ pub fn listed_input(full: &Value) -> Value {
                 }
                 keep
             });
+        }
+        // A model with no fields lists none, as schemars writes it, even
+        // with the hidden `run_id` its whole schema takes (`add_run_id`).
+        if map
+            .get("properties")
+            .is_some_and(|p| p.as_object().is_some_and(Map::is_empty))
+        {
+            map.remove("properties");
         }
         removed.push("namespace".into());
         if let Some(Value::Array(required)) = map.get_mut("required") {

@@ -448,7 +448,8 @@ fn json_manifest_has_the_tools_list_shape_and_a_loom_block() {
         apply["loom"],
         json!({
             "op": "memory.apply", "http_path": "/v1/memory.apply", "required_role": "writer",
-            "effect": "destructive", "idempotent": false, "audit": false, "mcp_visibility": "listed",
+            "effect": "destructive", "idempotent": false, "audit": false, "run_scoped": true,
+            "mcp_visibility": "listed",
             "toolsets": ["core", "all"], "maturity": "stable", "input_model": "Empty", "output_model": "Done",
             "cedar_input_type": "Empty", "cedar_output_type": "Done"
         })

@@ -63,6 +63,64 @@ fn policies_on_an_inputs_choices_validate() {
     }
 }
 
+/// A run-scoped op accepts the run a call names (`run_id`, taken by the
+/// pipeline, not the op's model): its Cedar record holds it, so a policy
+/// on it validates, while MCP's listing keeps it hidden as it does
+/// `agent`; an op whose model declares `run_id` keeps its own.
+#[test]
+fn a_policy_can_read_the_run_a_call_names() {
+    let out = loom(&["export-actions", "--format", "cedar", "-o", "-"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let record = |ty: &str| {
+        let start = text
+            .find(&format!("  type {ty} = {{"))
+            .unwrap_or_else(|| panic!("{ty} in {text}"));
+        text[start..start + text[start..].find("};").unwrap()].to_owned()
+    };
+    assert!(
+        record("MemorySet").contains(r#""run_id"?: String"#),
+        "{}",
+        record("MemorySet")
+    );
+    assert!(record("MemoryGet").contains(r#""run_id"?: String"#));
+    let (schema, _) = cedar_policy::Schema::from_cedarschema_str(&text).unwrap();
+    let policies: cedar_policy::PolicySet = r#"
+        forbid(principal, action == Loom::Action::"memory.set", resource)
+          when { context.input has run_id && context.input.run_id == "frozen" };
+    "#
+    .parse()
+    .unwrap();
+    let result = cedar_policy::Validator::new(schema)
+        .validate(&policies, cedar_policy::ValidationMode::default());
+    assert!(
+        result.validation_passed(),
+        "{:?}",
+        result.validation_errors().collect::<Vec<_>>()
+    );
+
+    let out = loom(&["export-actions", "--format", "json", "-o", "-"]);
+    let manifest: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tool = |op: &str| {
+        manifest["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["loom"]["op"] == op)
+            .unwrap_or_else(|| panic!("{op} exported"))
+            .clone()
+    };
+    let set = tool("memory.set");
+    assert_eq!(set["loom"]["run_scoped"], true);
+    assert!(set["inputSchema"]["properties"].get("run_id").is_none());
+    let begin = tool("run.begin");
+    assert_eq!(begin["loom"]["run_scoped"], false);
+    let own = &begin["inputSchema"]["properties"]["run_id"];
+    assert!(
+        !own["description"].as_str().unwrap().contains("belongs to"),
+        "run.begin's run_id is its own: {own}"
+    );
+}
+
 #[test]
 fn json_to_a_file_lists_every_op() {
     let dir = std::env::temp_dir().join(format!("loom-export-{}", std::process::id()));

@@ -30,6 +30,7 @@ pub fn json_manifest(registry: &Registry) -> Value {
                 "effect": op.effect.as_str(),
                 "idempotent": op.meta.idempotent,
                 "audit": op.meta.audit,
+                "run_scoped": op.meta.run_scoped,
                 "mcp_visibility": mcp_visibility(op),
                 "toolsets": op.listing_names(),
                 "maturity": op.meta.maturity.as_str(),

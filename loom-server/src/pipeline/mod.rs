@@ -510,10 +510,7 @@ async fn explicit_run(
 ) -> Result<Option<String>, LoomError> {
     // Every run-scoped call passes here and nearly none names a run: the
     // one lookup of the key first.
-    if !op.meta.run_scoped
-        || args.get("run_id").is_none()
-        || op.input_schema.pointer("/properties/run_id").is_some()
-    {
+    if !op.meta.run_scoped || args.get("run_id").is_none() || op.declares_run_id {
         return Ok(None);
     }
     let run_id = identity::named(args, "run_id")?.map(str::to_owned);
