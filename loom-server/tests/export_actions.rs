@@ -27,29 +27,35 @@ fn cedar_to_stdout_parses_with_cedar() {
     );
 }
 
-/// A policy can read a call's choices: the input's fixed-value arguments
-/// (a Rust enum's `oneOf` of string consts) are in its Cedar record.
-#[test]
-fn policies_on_an_inputs_choices_validate() {
-    let out = loom(&["export-actions", "--format", "cedar", "-o", "-"]);
-    let text = String::from_utf8(out.stdout).unwrap();
-    let (schema, _) = cedar_policy::Schema::from_cedarschema_str(&text).unwrap();
-    let policies: cedar_policy::PolicySet = r#"
-        forbid(principal, action == Loom::Action::"memory.apply", resource)
-          when { context.input.action == "delete" };
-        forbid(principal, action == Loom::Action::"grants.set", resource)
-          when { context.input.role == "admin" };
-        permit(principal, action == Loom::Action::"run.complete", resource)
-          when { context.input has status && context.input.status == "failed" };
-    "#
-    .parse()
-    .unwrap();
+/// `policies` validate against the Cedar schema `text`.
+fn assert_policies_validate(text: &str, policies: &str) {
+    let (schema, _) = cedar_policy::Schema::from_cedarschema_str(text).unwrap();
+    let policies: cedar_policy::PolicySet = policies.parse().unwrap();
     let result = cedar_policy::Validator::new(schema)
         .validate(&policies, cedar_policy::ValidationMode::default());
     assert!(
         result.validation_passed(),
         "{:?}",
         result.validation_errors().collect::<Vec<_>>()
+    );
+}
+
+/// A policy can read a call's choices: the input's fixed-value arguments
+/// (a Rust enum's `oneOf` of string consts) are in its Cedar record.
+#[test]
+fn policies_on_an_inputs_choices_validate() {
+    let out = loom(&["export-actions", "--format", "cedar", "-o", "-"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_policies_validate(
+        &text,
+        r#"
+        forbid(principal, action == Loom::Action::"memory.apply", resource)
+          when { context.input.action == "delete" };
+        forbid(principal, action == Loom::Action::"grants.set", resource)
+          when { context.input.role == "admin" };
+        permit(principal, action == Loom::Action::"run.complete", resource)
+          when { context.input has status && context.input.status == "failed" };
+        "#,
     );
     // The manifest names each op's record types as the Cedar schema does
     // (a model named as a Cedar entity is not its own name there).
@@ -83,19 +89,12 @@ fn a_policy_can_read_the_run_a_call_names() {
         record("MemorySet")
     );
     assert!(record("MemoryGet").contains(r#""run_id"?: String"#));
-    let (schema, _) = cedar_policy::Schema::from_cedarschema_str(&text).unwrap();
-    let policies: cedar_policy::PolicySet = r#"
+    assert_policies_validate(
+        &text,
+        r#"
         forbid(principal, action == Loom::Action::"memory.set", resource)
           when { context.input has run_id && context.input.run_id == "frozen" };
-    "#
-    .parse()
-    .unwrap();
-    let result = cedar_policy::Validator::new(schema)
-        .validate(&policies, cedar_policy::ValidationMode::default());
-    assert!(
-        result.validation_passed(),
-        "{:?}",
-        result.validation_errors().collect::<Vec<_>>()
+        "#,
     );
 
     let out = loom(&["export-actions", "--format", "json", "-o", "-"]);
