@@ -188,6 +188,15 @@ pub async fn resolve_with_run(
 /// [`resolve_with_run`] of a live row, as a read of its own (no
 /// transaction). A point read, so on SQLite it runs on the calling thread
 /// ([`Store::read_inline`]).
+///
+/// The key's rows (nearly always one) are chosen here, by [`serve_order`],
+/// not by the statement's `ORDER BY ... LIMIT 1`: for that SQLite sorts
+/// even one row through a temporary B-tree it creates, with a zeroed page,
+/// and drops for every statement (~24,000 of the ~285,000 instructions a
+/// get cost, bench/instructions.sh), and PostgreSQL plans a sort whose
+/// set-up costs more than the one-row index scan: the point read alone,
+/// under pgbench at 32 connections, served 27-29k a second with it against
+/// 34k without (bench/RESULTS.md).
 pub async fn read_live_with_run(
     store: &Store,
     cx: &OpCx,
@@ -195,10 +204,11 @@ pub async fn read_live_with_run(
     key: &str,
     now: i64,
 ) -> OpResult<Option<RowWithRun>> {
-    // The key's rows (nearly always one), chosen here: for `ORDER BY ...
-    // LIMIT 1` SQLite sorts even one row through a temporary B-tree it
-    // creates, with a zeroed page, and drops for every statement: ~24,000
-    // of the ~285,000 instructions a get cost (bench/instructions.sh).
+    let only = only_agent(cx, explicit_agent);
+    let first = |rows: Vec<RowWithRun>| {
+        rows.into_iter()
+            .min_by(|a, b| serve_order(&cx.scope.agent, &a.row, &b.row))
+    };
     let inline = store.read_inline(|conn| {
         let rows = all_rows(
             conn,
@@ -210,28 +220,27 @@ pub async fn read_live_with_run(
                 &now,
                 &cx.scope.agent,
                 &0_i64,
-                &only_agent(cx, explicit_agent),
+                &only,
             ],
             RowWithRun::from_sqlite,
         )?;
-        Ok(rows
-            .into_iter()
-            .min_by(|a, b| serve_order(&cx.scope.agent, &a.row, &b.row)))
+        Ok(first(rows))
     });
-    match inline {
-        Some(found) => found,
-        None => {
-            resolve_with_run(
-                &mut *store.read().await?,
-                cx,
-                explicit_agent,
-                key,
-                now,
-                false,
-            )
-            .await
-        }
+    if let Some(found) = inline {
+        return found;
     }
+    let rows = sqlx::query_as::<_, RowWithRun>(RESOLVE_ROWS.as_str())
+        .bind(&cx.scope.org)
+        .bind(&cx.scope.namespace)
+        .bind(key)
+        .bind(now)
+        .bind(&cx.scope.agent)
+        .bind(0_i64)
+        .bind(only)
+        .fetch_all(&mut *store.read().await?)
+        .await
+        .map_err(db_error)?;
+    Ok(first(rows))
 }
 
 /// The agent a resolve is limited to: the caller's when named, else any ('').
