@@ -77,7 +77,45 @@ thread_ticks() {
     END { print s + 0, w + 0, c + 0, q + 0, o + 0 }'
 }
 
-declare -a thread_rows=()
+declare -a thread_rows=() machine_rows=()
+
+# machine_ticks: the machine's CPU time so far (/proc/stat's first line,
+# in clock ticks), as "user system idle iowait": user with nice, system
+# with interrupts, idle, waiting on I/O.
+machine_ticks() {
+  awk '$1 == "cpu" { print $2 + $3, $4 + $7 + $8, $5, $6; exit }' /proc/stat
+}
+
+# db_ticks: the CPU time so far (user and system, in clock ticks) of this
+# machine's PostgreSQL processes (named postgres: the server and its
+# backends), or nothing when none runs here or the store measured is not
+# PostgreSQL (measure_db unset). A backend that ended meanwhile is not
+# counted; Loom's pools keep theirs.
+measure_db=""
+db_ticks() {
+  [ -n "$measure_db" ] || return 0
+  local pids
+  pids="$(pgrep -x postgres 2>/dev/null | tr '\n' ' ' || true)"
+  [ -n "$pids" ] || return 0
+  # shellcheck disable=SC2086
+  (cd /proc && cat $(printf '%s/stat ' $pids) 2>/dev/null || true) | awk '
+    { rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " "); t += f[12] + f[13] }
+    END { print t + 0 }'
+}
+
+# machine_row LABEL BEFORE AFTER DB_BEFORE DB_AFTER REQUESTS: a row of the
+# machine's shares over a workload (machine_ticks before and after) and
+# PostgreSQL's CPU µs a call ("-" where it did not run here).
+machine_row() {
+  awk -v label="$1" -v a="$2" -v b="$3" -v da="$4" -v db="$5" -v n="$6" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+    split(a, x, " "); split(b, y, " "); total = 0
+    for (i = 1; i <= 4; i++) { d[i] = y[i] - x[i]; total += d[i] }
+    if (total <= 0) total = 1
+    pg = (da == "" || db == "" || n <= 0) ? "-" : sprintf("%.1f", (db - da) / hz * 1e6 / n)
+    printf "| %s | %d | %d | %d | %d | %s |\n", label, 100 * d[1] / total, 100 * d[2] / total,
+      100 * d[3] / total, 100 * d[4] / total, pg
+  }'
+}
 
 # drive LABEL WORKLOAD PORT PID: one wrk run against the server PID; appends
 # a row, with the server's CPU time per call (user and system, over the
@@ -85,13 +123,19 @@ declare -a thread_rows=()
 # wrk or other tenants of the host took; and a row of that time by kind of
 # thread (thread_ticks), which says which part a change must cut.
 drive() {
-  local label="$1" workload="$2" port="$3" pid="$4" out before threads_before
+  local label="$1" workload="$2" port="$3" pid="$4" out before threads_before machine_before db_before
   before="$(cpu_ticks "$pid")"
   threads_before="$(thread_ticks "$pid")"
+  machine_before="$(machine_ticks)"
+  db_before="$(db_ticks)"
   out="$(BENCH_WORKLOAD="$workload" wrk -t"$threads" -c"$conns" -d"$duration" --timeout 10s \
     -s bench/wrk.lua "http://127.0.0.1:$port" 2>"$work/wrk.err" | grep '^RESULT' || true)"
   if [ -s "$work/wrk.err" ]; then sed 's/^/    /' "$work/wrk.err" >&2; fi
+  local machine_after db_after
+  machine_after="$(machine_ticks)"
+  db_after="$(db_ticks)"
   read -r _ rps p50 p99 max errs reqs <<<"$out"
+  machine_rows+=("$(machine_row "$label" "$machine_before" "$machine_after" "$db_before" "$db_after" "$reqs")")
   local cpu hz
   hz="$(getconf CLK_TCK)"
   cpu="$(awk -v t="$(( $(cpu_ticks "$pid") - before ))" -v hz="$hz" -v n="$reqs" \
@@ -131,12 +175,16 @@ seconds_of() {
 # at the same connections) on the store just filled; a row with no CPU
 # figure (the database's, not a Loom's).
 pg_floor() {
-  local out
+  local out machine_before
+  machine_before="$(machine_ticks)"
   if ! out="$(python3 bench/pg_floor.py "$3" "$2" "$(seconds_of "$duration")" "$conns" "$threads" "$memories")"; then
     echo "   $1: pgbench failed, not measured"
     return 0
   fi
   read -r _ rps p50 p99 max errs reqs <<<"$out"
+  # No PostgreSQL CPU figure: pgbench's backends have ended by now, and
+  # their time with them.
+  machine_rows+=("$(machine_row "$1" "$machine_before" "$(machine_ticks)" "" "" "$reqs")")
   add_row "$1" "$rps" "$p50" "$p99" "$max" "$errs" "$reqs" "-"
 }
 
@@ -223,6 +271,7 @@ if [ -n "${LOOM_TEST_DATABASE_URL:-}" ]; then
       pg_floor "postgres alone: search's every-word pass (pgbench, no Loom)" search "$pg_url" ;;
     esac
   }
+  measure_db=1
   floor=postgres_floor bench_store postgres "$pg_url" pg_prefill "$pg_url" "$memories" "$work"
 else
   echo "== PostgreSQL: LOOM_TEST_DATABASE_URL not set, not run"
@@ -269,6 +318,13 @@ cpu="$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
   echo "| workload | serving | SQLite writer | checkpoint | sqlx's SQLite | other |"
   echo "| --- | ---: | ---: | ---: | ---: | ---: |"
   printf '%s\n' "${thread_rows[@]}"
+  echo
+  echo "The machine during each workload (/proc/stat: user, system with interrupts, idle and I/O wait,"
+  echo "% of both cores) and PostgreSQL's own CPU µs a call (its processes on this machine):"
+  echo
+  echo "| workload | user % | system % | idle % | I/O wait % | PostgreSQL CPU µs/call |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+  printf '%s\n' "${machine_rows[@]}"
 } >"$results.new"
 if [ -n "${BENCH_NOTES:-}" ] && [ -f "$BENCH_NOTES" ]; then cat "$BENCH_NOTES" >>"$results.new"; fi
 if [ -f "$results" ]; then echo >>"$results.new"; earlier_runs "$results" >>"$results.new"; fi
