@@ -133,7 +133,8 @@ pub struct RowWithRun {
 
 /// The key's rows [`resolve_with_run`] chooses from, one per agent (or
 /// the named agent's alone), each with its version's run, in no order:
-/// `memories_by_key` finds them.
+/// `memories_by_key` finds them. Its parameters are [`RESOLVE_WITH_RUN`]'s,
+/// bound alike: `$5`, the caller, which only that order reads, unused.
 static RESOLVE_ROWS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {COLUMNS}, m.run_id, m.id AS memory_id \
