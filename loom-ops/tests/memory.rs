@@ -1412,6 +1412,52 @@ async fn racing_sets_of_one_key_each_land_as_their_own_version() {
     }
 }
 
+/// A set that loses the one-step race to a write not yet committed when it
+/// read tries again in one step, planned on that write once committed,
+/// rather than through the group, whose lock holds up every other write
+/// while it runs (memory::write::set).
+#[tokio::test]
+async fn a_set_that_loses_the_one_step_race_writes_in_one_step_again() {
+    let h = common::sqlite().await;
+    h.call("memory.set", json!({"memory_key": "hot", "content": "v1"}))
+        .await
+        .unwrap();
+    // Holding the group keeps the direct writer from its next group: both
+    // sets read version 1 and queue, then run in one group once it is let
+    // go, where the second finds the row at version 2.
+    let held = h.store().begin_write().await.unwrap();
+    let grouped = h.store().grouped_writes();
+    let sets = futures_util::future::join_all(["a", "b"].map(|content| {
+        h.call(
+            "memory.set",
+            json!({"memory_key": "hot", "content": content}),
+        )
+    }));
+    let release = async {
+        while h.store().direct_writes_pending() < 2 {
+            tokio::task::yield_now().await;
+        }
+        held.rollback().await.unwrap();
+    };
+    let (answers, ()) = tokio::join!(sets, release);
+    let mut got: Vec<(i64, &str)> = answers
+        .into_iter()
+        .zip(["a", "b"])
+        .map(|(a, content)| (a.unwrap()["version"].as_i64().unwrap(), content))
+        .collect();
+    got.sort();
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [2, 3]);
+    assert_eq!(
+        h.store().grouped_writes(),
+        grouped,
+        "the set that lost went through the group"
+    );
+    let (content, version, ..) = content_of(&h, AGENT, "hot").await.unwrap();
+    assert_eq!((content.as_str(), version), (got[1].1, 3));
+    assert_eq!(versions(&h, "hot").await, 3);
+    assert_eq!(h.audit("memory.set").await, vec!["ok"; 3]);
+}
+
 /// SQLite's direct writer runs the one-step writes queued for it back to
 /// back, each in a savepoint of its own, and commits them together: a
 /// write that fails in the database fails alone and leaves nothing (its

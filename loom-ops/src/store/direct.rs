@@ -33,7 +33,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
@@ -73,6 +73,24 @@ type Work = Box<dyn Fn(&Connection) -> rusqlite::Result<usize> + Send>;
 struct Job {
     work: Work,
     reply: oneshot::Sender<OpResult<usize>>,
+    _pending: Pending,
+}
+
+/// Counts a job in [`Direct::pending`] while it lives: from its queuing
+/// until its group commits (or it is refused).
+struct Pending(Arc<AtomicUsize>);
+
+impl Pending {
+    fn new(count: &Arc<AtomicUsize>) -> Pending {
+        count.fetch_add(1, Ordering::Relaxed);
+        Pending(count.clone())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The direct writer of one SQLite file.
@@ -81,6 +99,8 @@ pub(super) struct Direct {
     /// Cleared when the thread ends (stopped, or a panic): writes then take
     /// the path through sqlx's writer instead of failing one by one.
     running: Arc<AtomicBool>,
+    /// Writes queued and not yet committed ([`Direct::pending`]).
+    pending: Arc<AtomicUsize>,
 }
 
 /// Clears the writer's `running` flag when its thread ends, however it ends.
@@ -108,7 +128,16 @@ impl Direct {
             let _running = flag;
             run(&conn, &rx, &state, &runtime);
         })?;
-        Ok(Direct { worker, running })
+        Ok(Direct {
+            worker,
+            running,
+            pending: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// How many writes are queued or running and not yet committed.
+    pub(super) fn pending(&self) -> usize {
+        self.pending.load(Ordering::Relaxed)
     }
 
     /// Whether the thread still takes writes.
@@ -143,6 +172,7 @@ impl Direct {
         let job = Job {
             work: Box::new(work),
             reply,
+            _pending: Pending::new(&self.pending),
         };
         let sent = self.worker.sender().as_ref().map(|jobs| jobs.send(job));
         let queued = matches!(sent, Some(Ok(())));

@@ -19,6 +19,7 @@
 //! direct writer instead ([`super::direct`]), which takes this lock for
 //! each of its groups.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use loom_core::{LoomError, OpResult};
@@ -65,6 +66,8 @@ pub(super) struct Group {
     /// The direct writer of one-step writes; `None` in memory (no file for
     /// a second connection to open).
     direct: Option<Direct>,
+    /// Calls that joined a group ([`Group::joins`]).
+    joins: AtomicU64,
 }
 
 impl std::fmt::Debug for Group {
@@ -133,6 +136,7 @@ impl Group {
             state,
             finished: Arc::new(Notify::new()),
             direct,
+            joins: AtomicU64::new(0),
         });
         tokio::spawn(committer(group.finished.clone(), Arc::downgrade(&group)));
         Ok(group)
@@ -143,8 +147,14 @@ impl Group {
         self.direct.as_ref()
     }
 
+    /// How many calls have joined a group since the store opened.
+    pub(super) fn joins(&self) -> u64 {
+        self.joins.load(Ordering::Relaxed)
+    }
+
     /// Joins the open group (or begins one) and opens the call's savepoint.
     pub(super) async fn join(self: &Arc<Group>) -> OpResult<Member> {
+        self.joins.fetch_add(1, Ordering::Relaxed);
         let mut guard = self.open().await?;
         let conn = guard.conn.as_mut().expect("the group's connection");
         if let Err(e) = conn.execute(OPEN_SAVEPOINT).await {

@@ -125,6 +125,24 @@ impl Store {
         self.direct().is_some() && !cx.run_named
     }
 
+    /// How many writes have gone through SQLite's group, the path that
+    /// holds every other write up while it runs ([`super::group`]), since
+    /// the store opened; 0 on PostgreSQL. For tests and diagnostics: under
+    /// a load of one-step writes it should barely move.
+    pub fn grouped_writes(&self) -> u64 {
+        self.group.as_ref().map_or(0, |g| g.joins())
+    }
+
+    /// How many one-step writes are queued for SQLite's direct writer or
+    /// running there, not yet committed; 0 where there is none. For tests
+    /// and diagnostics.
+    pub fn direct_writes_pending(&self) -> usize {
+        self.group
+            .as_ref()
+            .and_then(|g| g.direct())
+            .map_or(0, Direct::pending)
+    }
+
     /// SQLite's direct writer, where there is one and it still takes writes
     /// (a stopped one sends them the sqlx way).
     fn direct(&self) -> Option<&Direct> {
