@@ -173,7 +173,30 @@ pub async fn resolve_with_run(
     now: i64,
     include_dead: bool,
 ) -> OpResult<Option<RowWithRun>> {
-    sqlx::query_as::<_, RowWithRun>(RESOLVE_WITH_RUN.as_str())
+    resolve_query(
+        RESOLVE_WITH_RUN.as_str(),
+        cx,
+        explicit_agent,
+        key,
+        now,
+        include_dead,
+    )
+    .fetch_optional(conn)
+    .await
+    .map_err(db_error)
+}
+
+/// `sql` ([`RESOLVE_WITH_RUN`] or [`RESOLVE_ROWS`]) with the parameters the
+/// two share bound.
+fn resolve_query<'q>(
+    sql: &'static str,
+    cx: &'q OpCx,
+    explicit_agent: bool,
+    key: &'q str,
+    now: i64,
+    include_dead: bool,
+) -> sqlx::query::QueryAs<'q, sqlx::Any, RowWithRun, sqlx::any::AnyArguments> {
+    sqlx::query_as(sql)
         .bind(&cx.scope.org)
         .bind(&cx.scope.namespace)
         .bind(key)
@@ -181,9 +204,6 @@ pub async fn resolve_with_run(
         .bind(&cx.scope.agent)
         .bind(i64::from(include_dead))
         .bind(only_agent(cx, explicit_agent))
-        .fetch_optional(conn)
-        .await
-        .map_err(db_error)
 }
 
 /// [`resolve_with_run`] of a live row, as a read of its own (no
@@ -230,14 +250,7 @@ pub async fn read_live_with_run(
     if let Some(found) = inline {
         return found;
     }
-    let rows = sqlx::query_as::<_, RowWithRun>(RESOLVE_ROWS.as_str())
-        .bind(&cx.scope.org)
-        .bind(&cx.scope.namespace)
-        .bind(key)
-        .bind(now)
-        .bind(&cx.scope.agent)
-        .bind(0_i64)
-        .bind(only)
+    let rows = resolve_query(RESOLVE_ROWS.as_str(), cx, explicit_agent, key, now, false)
         .fetch_all(&mut *store.read().await?)
         .await
         .map_err(db_error)?;
