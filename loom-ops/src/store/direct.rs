@@ -35,7 +35,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use loom_core::{LoomError, OpResult};
 use rusqlite::Connection;
@@ -74,6 +74,8 @@ struct Job {
     work: Work,
     reply: oneshot::Sender<OpResult<usize>>,
     _pending: Pending,
+    /// When it was queued ([`Phases::committed`]).
+    queued: Instant,
 }
 
 /// Counts a job in [`Direct::pending`] while it lives: from its queuing
@@ -173,6 +175,7 @@ impl Direct {
             work: Box::new(work),
             reply,
             _pending: Pending::new(&self.pending),
+            queued: Instant::now(),
         };
         let sent = self.worker.sender().as_ref().map(|jobs| jobs.send(job));
         let queued = matches!(sent, Some(Ok(())));
@@ -220,8 +223,10 @@ fn run(conn: &Connection, jobs: &mpsc::Receiver<Job>, state: &Arc<Mutex<State>>,
             Err(RecvTimeoutError::Timeout) => {
                 left = false;
                 phases.end(Phase::Waiting);
-                if let Some(guard) = lock(state, rt) {
-                    when_idle(conn, &guard);
+                if let Some(guard) = lock(state, rt)
+                    && when_idle(conn, &guard)
+                {
+                    phases.handed_over();
                 }
                 phases.end(Phase::HandingOver);
                 continue;
@@ -261,7 +266,8 @@ fn lock(state: &Arc<Mutex<State>>, rt: &Handle) -> Option<OwnedMutexGuard<State>
 
 /// What the writer's commits left for later, done in a transaction of its
 /// own once no write has come for [`IDLE`]: whatever the state's
-/// [`BeforeCommit`] finds due, however short of its batch.
+/// [`BeforeCommit`] finds due, however short of its batch. Whether it
+/// committed any.
 ///
 /// Why: a commit hands FTS5 the full-text queue only once it holds a
 /// batch (`full_text_queue`), and a search first hands it whatever is
@@ -270,9 +276,9 @@ fn lock(state: &Arc<Mutex<State>>, rt: &Handle) -> Option<OwnedMutexGuard<State>
 /// the benchmark's sets, the searches of the first half second waited
 /// 100-150 ms on a slow host (bench/RESULTS.md). Under a steady stream of
 /// writes the writer is never idle this long, and the batches stay whole.
-fn when_idle(conn: &Connection, state: &State) {
+fn when_idle(conn: &Connection, state: &State) -> bool {
     let Some(before) = state.before_commit else {
-        return;
+        return false;
     };
     let done = due(conn, before).and_then(|due| {
         if due == 0 {
@@ -286,10 +292,14 @@ fn when_idle(conn: &Connection, state: &State) {
         run.map(|()| true)
     });
     match done {
-        Ok(true) => state.committed(),
-        Ok(false) => {}
+        Ok(true) => {
+            state.committed();
+            true
+        }
+        Ok(false) => false,
         Err(e) => {
-            tracing::warn!(cause = %e, "the idle writer's commit failed; the next commit does it")
+            tracing::warn!(cause = %e, "the idle writer's commit failed; the next commit does it");
+            false
         }
     }
 }
@@ -318,6 +328,7 @@ fn group(
     let mut taken: Vec<Job> = Vec::new();
     let mut answers: Vec<OpResult<usize>> = Vec::new();
     let mut guarded = false;
+    let began = Instant::now();
     let mut run = begin(conn);
     let mut next = Some(first);
     while let Some(job) = next.take() {
@@ -342,9 +353,13 @@ fn group(
     }
     phases.end(Phase::Running);
     let run = run.and_then(|()| before_commit(conn, state.before_commit));
+    if matches!(run, Ok(true)) {
+        phases.handed_over();
+    }
     phases.end(Phase::HandingOver);
-    let run = run.and_then(|()| execute(conn, "COMMIT"));
+    let run = run.and_then(|_| execute(conn, "COMMIT"));
     phases.end(Phase::Committing);
+    phases.committed(began, taken.iter().map(|job| job.queued));
     let replies = taken.into_iter().map(|job| job.reply);
     match run {
         Ok(()) => {
@@ -392,15 +407,16 @@ fn begin(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Runs what a commit runs first ([`BeforeCommit`]), once a batch of it
-/// is due.
-fn before_commit(conn: &Connection, before: Option<&BeforeCommit>) -> rusqlite::Result<()> {
+/// is due; whether it did.
+fn before_commit(conn: &Connection, before: Option<&BeforeCommit>) -> rusqlite::Result<bool> {
     let Some(before) = before else {
-        return Ok(());
+        return Ok(false);
     };
-    if due(conn, before)? >= before.batch.max(1) {
-        hand_over(conn, before)?;
+    if due(conn, before)? < before.batch.max(1) {
+        return Ok(false);
     }
-    Ok(())
+    hand_over(conn, before)?;
+    Ok(true)
 }
 
 /// How much of `before`'s work is due (its `when`).

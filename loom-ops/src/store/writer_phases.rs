@@ -1,18 +1,29 @@
 //! Where the direct writer's time goes, summed and logged at debug level
 //! once per [`EVERY`] while it writes
-//! (`LOOM_LOG=loom_ops::store::writer_phases=debug`).
+//! (`LOOM_LOG=loom_ops::store::writer_phases=debug`): its phases' shares,
+//! and from the calls' side how long a write waited at the writer and
+//! what held it there.
 //!
 //! Why: under a write load the writer's thread is what bounds the writes
 //! a second (bench/RESULTS.md), and which part of its cycle grew (the
 //! calls' statements, the full-text hand-over, the commit and its sync,
-//! or waiting for work) says where to look. These figures once needed a
-//! patched build. Timing a group costs a few clock reads; a group takes
-//! hundreds of microseconds.
+//! or waiting for work) says where to look. A call's wait says how much
+//! of its round trip the writer is: the rest is the serving threads, the
+//! client and the network. The long commits and the hand-overs say how
+//! much of that wait is the few commits that do the index's or the WAL's
+//! upkeep rather than the calls' own work. These figures once needed a
+//! patched build. Timing a group costs a few clock reads, and a call one
+//! (when it is queued); a group takes hundreds of microseconds.
 
 use std::time::{Duration, Instant};
 
 /// How often the sums are logged, and reset.
 const EVERY: Duration = Duration::from_secs(10);
+
+/// A commit longer than this is counted apart: a sync takes well under a
+/// millisecond here; FTS5's flush and merges after a hand-over, or the
+/// WAL's backstop checkpoint, take ten times that.
+const LONG_COMMIT: Duration = Duration::from_millis(3);
 
 /// A part of the writer's cycle.
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +50,25 @@ pub(super) struct Phases {
     groups: u64,
     calls: u64,
     spent: [Duration; 4],
+    /// The calls' waits ([`Phases::committed`]).
+    waits: Waits,
+    /// Groups that handed the full-text queue over.
+    hand_overs: u64,
+    /// Commits longer than [`LONG_COMMIT`], and their time.
+    long_commits: u64,
+    long_commit_time: Duration,
+}
+
+/// The calls' side of the sums.
+#[derive(Debug, Default, PartialEq)]
+struct Waits {
+    /// Calls committed.
+    calls: u64,
+    /// Those already queued when their group began; the rest joined it
+    /// while it ran.
+    before_group: u64,
+    /// From each call's queuing to its group's commit, summed.
+    total: Duration,
 }
 
 /// What [`Phases::done`] hands over once [`EVERY`] has passed.
@@ -50,6 +80,15 @@ pub(super) struct Summary {
     pub percent: [u64; 4],
     /// Mean microseconds a group spent committing.
     pub commit_us: u64,
+    /// Mean microseconds from a call's queuing to its group's commit.
+    pub wait_us: u64,
+    /// Percent of the calls already queued when their group began.
+    pub queued_before_pct: u64,
+    /// Groups that handed the full-text queue over.
+    pub hand_overs: u64,
+    /// Commits longer than [`LONG_COMMIT`], and their milliseconds.
+    pub long_commits: u64,
+    pub long_commit_ms: u64,
 }
 
 impl Phases {
@@ -64,14 +103,39 @@ impl Phases {
             groups: 0,
             calls: 0,
             spent: [Duration::ZERO; 4],
+            waits: Waits::default(),
+            hand_overs: 0,
+            long_commits: 0,
+            long_commit_time: Duration::ZERO,
         }
     }
 
     /// Counts the time since the last phase ended as `phase`'s.
     pub(super) fn end(&mut self, phase: Phase) {
         let now = Instant::now();
-        self.spent[phase as usize] += now.saturating_duration_since(self.last);
+        let spent = now.saturating_duration_since(self.last);
+        self.spent[phase as usize] += spent;
+        if matches!(phase, Phase::Committing) && spent > LONG_COMMIT {
+            self.long_commits += 1;
+            self.long_commit_time += spent;
+        }
         self.last = now;
+    }
+
+    /// A group handed the full-text queue over.
+    pub(super) fn handed_over(&mut self) {
+        self.hand_overs += 1;
+    }
+
+    /// The group that began at `began` committed (or failed) just now,
+    /// with calls queued at `queued`.
+    pub(super) fn committed(&mut self, began: Instant, queued: impl Iterator<Item = Instant>) {
+        let now = Instant::now();
+        for at in queued {
+            self.waits.calls += 1;
+            self.waits.before_group += u64::from(at <= began);
+            self.waits.total += now.saturating_duration_since(at);
+        }
     }
 
     /// A group of `calls` committed (or failed); logs and resets the sums
@@ -86,6 +150,11 @@ impl Phases {
                 handing_over_pct = s.percent[Phase::HandingOver as usize],
                 committing_pct = s.percent[Phase::Committing as usize],
                 commit_us = s.commit_us,
+                wait_us = s.wait_us,
+                queued_before_pct = s.queued_before_pct,
+                hand_overs = s.hand_overs,
+                long_commits = s.long_commits,
+                long_commit_ms = s.long_commit_ms,
                 "the direct writer's last period"
             );
         }
@@ -102,11 +171,18 @@ impl Phases {
             u64::try_from(d.as_micros() * 100 / total.as_micros().max(1)).unwrap_or(100)
         };
         let commit = self.spent[Phase::Committing as usize].as_micros() / u128::from(self.groups);
+        let waited = self.waits.calls.max(1);
         let summary = Summary {
             groups: self.groups,
             calls: self.calls,
             percent: [0, 1, 2, 3].map(|i| share(&self.spent[i])),
             commit_us: u64::try_from(commit).unwrap_or(u64::MAX),
+            wait_us: u64::try_from(self.waits.total.as_micros() / u128::from(waited))
+                .unwrap_or(u64::MAX),
+            queued_before_pct: self.waits.before_group * 100 / waited,
+            hand_overs: self.hand_overs,
+            long_commits: self.long_commits,
+            long_commit_ms: u64::try_from(self.long_commit_time.as_millis()).unwrap_or(u64::MAX),
         };
         let last = self.last;
         *self = Phases::new();
@@ -139,10 +215,54 @@ mod tests {
                 calls: 30,
                 percent: [10, 30, 10, 50],
                 commit_us: 25_000,
+                wait_us: 0,
+                queued_before_pct: 0,
+                hand_overs: 0,
+                long_commits: 0,
+                long_commit_ms: 0,
             }
         );
         assert_eq!((phases.groups, phases.calls), (0, 0));
         assert_eq!(phases.spent, [Duration::ZERO; 4]);
+    }
+
+    #[test]
+    fn a_calls_wait_runs_from_its_queuing_to_its_groups_commit() {
+        let now = Instant::now();
+        let ago = |ms| {
+            now.checked_sub(Duration::from_millis(ms))
+                .expect("a clock past 10 ms")
+        };
+        let mut phases = Phases::since(ago(10));
+        // Two calls queued before the group began 6 ms ago, one while it ran.
+        phases.committed(ago(6), [ago(9), ago(6), ago(3)].into_iter());
+        phases.handed_over();
+        assert_eq!(phases.waits.calls, 3);
+        assert_eq!(phases.waits.before_group, 2);
+        assert!(phases.waits.total >= Duration::from_millis(18));
+        phases.since = ago(10).checked_sub(EVERY).expect("a clock past EVERY");
+        let summary = phases.summary(3).expect("due");
+        assert!(summary.wait_us >= 6_000, "{summary:?}");
+        assert_eq!((summary.queued_before_pct, summary.hand_overs), (66, 1));
+        assert_eq!(phases.waits, Waits::default(), "reset");
+    }
+
+    #[test]
+    fn only_a_long_commit_is_counted_apart() {
+        let mut phases = Phases::new();
+        phases.end(Phase::Committing);
+        assert_eq!(phases.long_commits, 0);
+        phases.last = Instant::now()
+            .checked_sub(LONG_COMMIT * 2)
+            .expect("a clock past LONG_COMMIT");
+        phases.end(Phase::Running);
+        assert_eq!(phases.long_commits, 0, "a long phase other than the commit");
+        phases.last = Instant::now()
+            .checked_sub(LONG_COMMIT * 2)
+            .expect("a clock past LONG_COMMIT");
+        phases.end(Phase::Committing);
+        assert_eq!(phases.long_commits, 1);
+        assert!(phases.long_commit_time >= LONG_COMMIT * 2);
     }
 
     #[test]
