@@ -21,22 +21,27 @@
 # server's log is kept as PAIR_DIR/N.log (PAIR_DIR: a temporary folder,
 # removed at the end, unless set).
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. bench/lib.sh
-
 if [ "$#" -lt 3 ]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
   exit 2
 fi
 workload="$1" seconds="$2"; shift 2
+# The binaries as named from where the script was called, before it moves
+# to the repository's root.
+bins=()
+for bin in "$@"; do
+  [ -x "$bin" ] || { echo "not an executable: $bin" >&2; exit 2; }
+  bins+=("$(realpath "$bin")")
+done
+set -- "${bins[@]}"
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. bench/lib.sh
+
 conns="${BENCH_CONNECTIONS:-32}"
 memories="${BENCH_MEMORIES:-100000}"
 port="${PAIR_PORT:-18993}"
 
 need wrk wrk
-for bin in "$@"; do
-  [ -x "$bin" ] || { echo "not an executable: $bin" >&2; exit 2; }
-done
 
 keep="${PAIR_DIR:+1}"
 dir="${PAIR_DIR:-$(mktemp -d)}"
