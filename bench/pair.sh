@@ -19,7 +19,8 @@
 # for bench/run.sh. PAIR_LOG is the servers' LOOM_LOG (default warn), e.g.
 # warn,loom_ops::store::writer_phases=debug for the writer's sums; each
 # server's log is kept as PAIR_DIR/N.log (PAIR_DIR: a temporary folder,
-# removed at the end, unless set).
+# removed at the end, unless set). The servers listen on PAIR_PORT
+# (default 18993).
 set -euo pipefail
 if [ "$#" -lt 3 ]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
