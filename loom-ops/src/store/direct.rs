@@ -328,7 +328,6 @@ fn group(
     let mut taken: Vec<Job> = Vec::new();
     let mut answers: Vec<OpResult<usize>> = Vec::new();
     let mut guarded = false;
-    let began = Instant::now();
     let mut run = begin(conn);
     let mut next = Some(first);
     while let Some(job) = next.take() {
@@ -359,7 +358,7 @@ fn group(
     phases.end(Phase::HandingOver);
     let run = run.and_then(|_| execute(conn, "COMMIT"));
     phases.end(Phase::Committing);
-    phases.committed(began, taken.iter().map(|job| job.queued));
+    phases.committed(taken.iter().map(|job| job.queued));
     let replies = taken.into_iter().map(|job| job.reply);
     match run {
         Ok(()) => {

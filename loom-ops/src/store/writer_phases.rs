@@ -48,6 +48,8 @@ pub(super) struct Phases {
     /// Where the last phase counted ended: each phase begins where the
     /// one before it ended.
     last: Instant,
+    /// Where the group under way began: the end of the wait before it.
+    group_began: Instant,
     groups: u64,
     calls: u64,
     spent: [Duration; 4],
@@ -98,9 +100,11 @@ impl Phases {
     }
 
     fn since(since: Instant) -> Phases {
+        let now = Instant::now();
         Phases {
             since,
-            last: Instant::now(),
+            last: now,
+            group_began: now,
             groups: 0,
             calls: 0,
             spent: [Duration::ZERO; 4],
@@ -120,9 +124,13 @@ impl Phases {
     fn end_at(&mut self, phase: Phase, now: Instant) {
         let spent = now.saturating_duration_since(self.last);
         self.spent[phase as usize] += spent;
-        if matches!(phase, Phase::Committing) && spent > LONG_COMMIT {
-            self.long_commits += 1;
-            self.long_commit_time += spent;
+        match phase {
+            Phase::Waiting => self.group_began = now,
+            Phase::Committing if spent > LONG_COMMIT => {
+                self.long_commits += 1;
+                self.long_commit_time += spent;
+            }
+            _ => {}
         }
         self.last = now;
     }
@@ -133,14 +141,13 @@ impl Phases {
         self.hand_overs += 1;
     }
 
-    /// The group that began at `began` committed (or failed) just now,
-    /// with calls queued at `queued`.
-    pub(super) fn committed(&mut self, began: Instant, queued: impl Iterator<Item = Instant>) {
-        let now = Instant::now();
+    /// The group under way, its commit phase just ended (or failed), had
+    /// calls queued at `queued`: each waited from then to that end.
+    pub(super) fn committed(&mut self, queued: impl Iterator<Item = Instant>) {
         for at in queued {
             self.waits.calls += 1;
-            self.waits.before_group += u64::from(at <= began);
-            self.waits.total += now.saturating_duration_since(at);
+            self.waits.before_group += u64::from(at <= self.group_began);
+            self.waits.total += self.last.saturating_duration_since(at);
         }
     }
 
@@ -240,8 +247,11 @@ mod tests {
                 .expect("a clock past 10 ms")
         };
         let mut phases = Phases::since(ago(10));
-        // Two calls queued before the group began 6 ms ago, one while it ran.
-        phases.committed(ago(6), [ago(9), ago(6), ago(3)].into_iter());
+        // Two calls queued before the group began 6 ms ago, one while it
+        // ran; its commit ended now.
+        phases.group_began = ago(6);
+        phases.last = now;
+        phases.committed([ago(9), ago(6), ago(3)].into_iter());
         phases.handed_over();
         assert_eq!(phases.waits.calls, 3);
         assert_eq!(phases.waits.before_group, 2);
