@@ -50,3 +50,13 @@ pg_prefill() {
   # goes on, with the pre-fill's writes still to be checkpointed.
   psql "$1" -qc "CHECKPOINT" 2>/dev/null || echo "   (not checkpointed: the role may not CHECKPOINT)"
 }
+
+# cpu_ticks PID: the process's user and system time so far, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# machine_ticks: the machine's CPU time so far (/proc/stat's first line,
+# in clock ticks), as "user system idle iowait": user with nice, system
+# with interrupts, idle, waiting on I/O.
+machine_ticks() {
+  awk '$1 == "cpu" { print $2 + $3, $4 + $7 + $8, $5, $6; exit }' /proc/stat
+}

@@ -67,10 +67,6 @@ LOOM_DATABASE_URL="$base" "$1" migrate >/dev/null
 BENCH_TOKEN="$(LOOM_DATABASE_URL="$base" "$1" token mint --org default --subject bench --role writer)"
 export BENCH_TOKEN
 
-# idle_ticks: the machine's idle and I/O-wait ticks, and all its ticks.
-idle_ticks() { awk '$1 == "cpu" { print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8; exit }' /proc/stat; }
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-
 run=0
 for bin in "$@"; do
   run=$((run + 1))
@@ -78,10 +74,10 @@ for bin in "$@"; do
   LOOM_DATABASE_URL="sqlite://$dir/run/loom.db" LOOM_PORT="$port" "$bin" serve >"$dir/$run.log" 2>&1 &
   pid=$!
   wait_ready "http://127.0.0.1:$port/readyz" 10 "$pid"
-  cpu0="$(cpu_ticks "$pid")"; idle0="$(idle_ticks)"
+  cpu0="$(cpu_ticks "$pid")"; machine0="$(machine_ticks)"
   out="$(BENCH_WORKLOAD="$workload" wrk -t"$(nproc)" -c"$conns" -d"${seconds}s" --timeout 10s \
     -s bench/wrk.lua "http://127.0.0.1:$port" 2>"$dir/wrk.err" | grep '^RESULT' || true)"
-  cpu1="$(cpu_ticks "$pid")"; idle1="$(idle_ticks)"
+  cpu1="$(cpu_ticks "$pid")"; machine1="$(machine_ticks)"
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
   if [ -z "$out" ]; then
     echo "run $run ($bin): wrk gave no result" >&2; cat "$dir/wrk.err" >&2; exit 1
@@ -89,11 +85,12 @@ for bin in "$@"; do
   read -r _ rps p50 p99 _ errs reqs <<<"$out"
   awk -v run="$run" -v bin="$bin" -v w="$workload" -v rps="$rps" -v p50="$p50" -v p99="$p99" \
     -v errs="$errs" -v n="$reqs" -v t="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
-    -v a="$idle0" -v b="$idle1" 'BEGIN {
-      split(a, x, " "); split(b, y, " ")
+    -v a="$machine0" -v b="$machine1" 'BEGIN {
+      split(a, x, " "); split(b, y, " "); total = 0
+      for (i = 1; i <= 4; i++) total += y[i] - x[i]
       printf "%d %s %s: %s/s p50 %s ms p99 %s ms errors %s/%s, server CPU %.1f us/call, idle %d%%\n",
         run, bin, w, rps, p50, p99, errs, n, (n > 0 ? t / hz * 1e6 / n : 0),
-        100 * (y[1] - x[1]) / (y[2] - x[2])
+        100 * (y[3] - x[3] + y[4] - x[4]) / (total > 0 ? total : 1)
     }'
   # Figures of a run whose calls failed measure the failures.
   if [ "$errs" != 0 ]; then echo "run $run ($bin): $errs of $reqs calls failed" >&2; exit 1; fi

@@ -53,9 +53,6 @@ rss_kb() { awk -v f="$2" '$1 == f":" {print $2}' "/proc/$1/status"; }
 declare -a rows=()
 ceiling_rps=""
 
-# cpu_ticks PID: the process's user and system time so far, in clock ticks.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-
 # thread_ticks PID: the server's CPU time so far (user and system, in clock
 # ticks) by kind of thread, as "serving writer checkpoint sqlx other": the
 # runtime's threads that parse, check and answer calls; SQLite's direct
@@ -78,13 +75,6 @@ thread_ticks() {
 }
 
 declare -a thread_rows=() machine_rows=()
-
-# machine_ticks: the machine's CPU time so far (/proc/stat's first line,
-# in clock ticks), as "user system idle iowait": user with nice, system
-# with interrupts, idle, waiting on I/O.
-machine_ticks() {
-  awk '$1 == "cpu" { print $2 + $3, $4 + $7 + $8, $5, $6; exit }' /proc/stat
-}
 
 # db_ticks: the CPU time so far (user and system, in clock ticks) of this
 # machine's PostgreSQL processes (named postgres: the server and its
