@@ -13,7 +13,7 @@ use loom_core::{OpCx, OpResult};
 use sqlx::{Any, Transaction};
 
 use super::bind::{Bind, Values};
-use super::direct::Direct;
+use super::direct::{Direct, Numbered};
 use super::group::{Member, RELEASE_SAVEPOINT};
 use super::multirow::AnyQuery;
 use super::{Store, db_error, now_ms};
@@ -41,7 +41,7 @@ static INSERT_AUDIT_AND_RELEASE: LazyLock<String> =
 /// by [`one_step_sql`], run by [`Store::write_in_one_step`].
 #[derive(Debug)]
 pub(crate) struct OneStep {
-    statements: Vec<String>,
+    statements: Vec<Numbered>,
 }
 
 /// A write as one statement list on SQLite ([`Store::write_in_one_step`]):
@@ -65,7 +65,7 @@ pub(crate) fn one_step_sql(write: &str, next: usize) -> OneStep {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .chain([audit])
-        .map(or_fail)
+        .map(|statement| Numbered::new(or_fail(statement)))
         .collect();
     OneStep { statements }
 }
@@ -316,13 +316,18 @@ mod tests {
         let verbs: Vec<&str> = step
             .statements
             .iter()
+            .map(Numbered::sql)
             .map(|s| &s[..s.find(" INTO").or_else(|| s.find(" t ")).unwrap()])
             .collect();
         assert_eq!(
             verbs,
             ["UPDATE OR FAIL", "INSERT OR FAIL", "INSERT OR FAIL"]
         );
-        assert!(step.statements[2].starts_with("INSERT OR FAIL INTO audit_log"));
+        assert!(
+            step.statements[2]
+                .sql()
+                .starts_with("INSERT OR FAIL INTO audit_log")
+        );
         assert_eq!(
             or_fail("INSERT OR IGNORE INTO t".into()),
             "INSERT OR IGNORE INTO t"
