@@ -481,10 +481,10 @@ fn call(conn: &Connection, work: &Work) -> rusqlite::Result<OpResult<usize>> {
 /// Why kept: SQLite numbers `$n` parameters in the order they first appear
 /// in the text, so parameter `i` of the prepared statement is `$n` for an
 /// `n` only the text decides. Asked of SQLite at every run (its name, a
-/// walk of the statement's name list, then parsed) that cost the writer
-/// thread ~3% of its instructions a `memory.set`: ~45 parameters a set,
-/// each looked up in a list of up to ~30. The numbers are the text's, the
-/// same on any connection, so they are asked once.
+/// walk of the statement's name list, then parsed), ~45 parameters a
+/// `memory.set`, each in a list of up to ~30, that was 6% of the writer
+/// thread's instructions a set (`bench/instructions.sh`, bench/RESULTS.md).
+/// The numbers are the text's, the same on any connection: asked once.
 #[derive(Debug)]
 pub(super) struct Numbered {
     sql: String,
