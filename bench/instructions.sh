@@ -54,9 +54,7 @@ bench_env "$memories"
 export LOOM_PORT="$port" LOOM_DATABASE_URL="sqlite://$work/loom.db" LOOM_FTS_MERGE_IDLE_SECS=0
 
 echo "== migrate and pre-fill $memories memories"
-"$loom" migrate >/dev/null
-python3 bench/prefill.py sqlite "$work/loom.db" "$memories"
-"$loom" migrate >/dev/null
+sqlite_prefill "$loom" "$work/loom.db" "$memories"
 BENCH_TOKEN="$("$loom" token mint --org default --subject bench --role writer)"
 export BENCH_TOKEN
 

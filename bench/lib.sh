@@ -34,6 +34,18 @@ wait_ready() {
   return 1
 }
 
+# sqlite_prefill LOOM PATH N: a SQLite store at PATH, migrated by the
+# `loom` binary LOOM and pre-filled with N memories by one batched insert
+# (bench/prefill.py). The insert's triggers queue its rows for the
+# full-text index; opening the store again (loom migrate) indexes them, as
+# it would after any other program's writes, so a server starts on an
+# indexed store.
+sqlite_prefill() {
+  LOOM_DATABASE_URL="sqlite://$2" "$1" migrate >/dev/null
+  python3 bench/prefill.py sqlite "$2" "$3"
+  LOOM_DATABASE_URL="sqlite://$2" "$1" migrate >/dev/null
+}
+
 # pg_prefill URL N DIR: pre-fills the migrated PostgreSQL store at URL with
 # N memories (bench/prefill.py's rows, through psql's \copy, files in DIR),
 # then vacuums and analyzes it and checkpoints, as a store that has settled

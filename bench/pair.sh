@@ -60,11 +60,8 @@ export LOOM_LOG="${PAIR_LOG:-warn}"
 
 echo "== pre-filling $memories memories (once, copied for each run)"
 mkdir -p "$dir/base"
-base="sqlite://$dir/base/loom.db"
-LOOM_DATABASE_URL="$base" "$1" migrate >/dev/null
-python3 bench/prefill.py sqlite "$dir/base/loom.db" "$memories"
-LOOM_DATABASE_URL="$base" "$1" migrate >/dev/null
-BENCH_TOKEN="$(LOOM_DATABASE_URL="$base" "$1" token mint --org default --subject bench --role writer)"
+sqlite_prefill "$1" "$dir/base/loom.db" "$memories"
+BENCH_TOKEN="$(LOOM_DATABASE_URL="sqlite://$dir/base/loom.db" "$1" token mint --org default --subject bench --role writer)"
 export BENCH_TOKEN
 
 run=0

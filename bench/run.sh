@@ -233,14 +233,7 @@ bench_store() {
   fi
 }
 
-# The insert's triggers queue the rows for the full-text index; opening the
-# store (loom migrate) indexes them, as it would after any other program's
-# writes, so the server starts on an indexed store.
-sqlite_fill() {
-  python3 bench/prefill.py sqlite "$work/loom.db" "$memories"
-  "$loom" migrate >/dev/null
-}
-bench_store sqlite "sqlite://$work/loom.db" sqlite_fill
+bench_store sqlite "sqlite://$work/loom.db" sqlite_prefill "$loom" "$work/loom.db" "$memories"
 
 if [ -n "${LOOM_TEST_DATABASE_URL:-}" ]; then
   pg_db="loom_bench_$$"
