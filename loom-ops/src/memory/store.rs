@@ -513,20 +513,30 @@ const INSERT_COLUMNS: &str = "org, namespace, agent, memory_key, content, kind, 
 const INSERT_VALUES: &str =
     "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 0, $15, $16, $18";
 /// What SQLite's memories keep besides [`INSERT_COLUMNS`]: the row's size
-/// for search (migration 0017), counted from the key ($4), content ($5)
-/// and labels ($7) the row is written with.
-const SQLITE_INSERT_SIZE: (&str, &str) = (", fts_tokens", ", loom_fts_tokens($4, $5, $7)");
+/// for search (`fts_tokens`, migration 0017), counted by SQLite from the
+/// key ($4), content ($5) and labels ($7) the row is written with.
+const INSERT_TOKENS: &str = "loom_fts_tokens($4, $5, $7)";
+/// The size for search of the text an update writes, key ($15), content
+/// ($1) and labels ($3), counted by SQLite.
+const UPDATE_TOKENS: &str = "loom_fts_tokens($15, $1, $3)";
+/// A one-step write's size for search: counted before the write, on the
+/// calling thread ([`fts_tokens_inline`]), and bound after its other
+/// parameters, as no SQL function may be called in one
+/// ([`crate::store::one_step_sql`]).
+const ONE_STEP_TOKENS: &str = "$22";
+/// The audit row's first parameter in a one-step write of a memory.
+const ONE_STEP_AUDIT: usize = 23;
 
-/// The new row's columns and their values, for `backend`.
-fn insert_columns_values(backend: Backend) -> (String, String) {
-    let (columns, values) = match backend {
-        Backend::Sqlite => SQLITE_INSERT_SIZE,
-        Backend::Postgres => ("", ""),
-    };
-    (
-        format!("{INSERT_COLUMNS}{columns}"),
-        format!("{INSERT_VALUES}{values}"),
-    )
+/// The new row's columns and their values, for `backend`; on SQLite with
+/// its size for search, `tokens` ([`INSERT_TOKENS`], [`ONE_STEP_TOKENS`]).
+fn insert_columns_values(backend: Backend, tokens: &str) -> (String, String) {
+    match backend {
+        Backend::Sqlite => (
+            format!("{INSERT_COLUMNS}, fts_tokens"),
+            format!("{INSERT_VALUES}, {tokens}"),
+        ),
+        Backend::Postgres => (INSERT_COLUMNS.to_owned(), INSERT_VALUES.to_owned()),
+    }
 }
 
 /// The row at its new version, by [`insert_args`]' parameters.
@@ -537,7 +547,7 @@ const INSERTED: &str =
 /// the key appeared meanwhile.
 pub async fn insert(conn: &mut AnyConnection, cx: &OpCx, row: &Row) -> OpResult<bool> {
     fn sql(backend: Backend) -> String {
-        let (columns, values) = insert_columns_values(backend);
+        let (columns, values) = insert_columns_values(backend, INSERT_TOKENS);
         let insert = format!(
             "INSERT INTO memories ({columns}) VALUES ({values}) \
              ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING"
@@ -581,16 +591,16 @@ fn insert_args<'q, B: Bind<'q>>(query: B, row: &'q Row) -> B {
 /// `$18`, as in [`INSERT_VALUES`]. A row written over while deleted or
 /// expired (at `$11`, the write's time) is a new memory: its recalls and
 /// its creation start again with it. On SQLite it also keeps the row's size
-/// for search ([`SQLITE_INSERT_SIZE`]), counted again only when the text
-/// changes (or was never counted): a pin or a lock keeps it. `more` sets
-/// further columns (`, column = value`).
-fn update_sql(backend: Backend, more: &str) -> String {
+/// for search, `tokens` ([`UPDATE_TOKENS`], [`ONE_STEP_TOKENS`]), taken
+/// only when the text changes (or was never counted): a pin or a lock
+/// keeps it. `more` sets further columns (`, column = value`).
+fn update_sql(backend: Backend, tokens: &str, more: &str) -> String {
     let size = match backend {
-        Backend::Sqlite => {
+        Backend::Sqlite => format!(
             ", fts_tokens = CASE WHEN fts_tokens IS NOT NULL AND content IS $1 AND labels IS $3 \
-             THEN fts_tokens ELSE loom_fts_tokens($15, $1, $3) END"
-        }
-        Backend::Postgres => "",
+             THEN fts_tokens ELSE {tokens} END"
+        ),
+        Backend::Postgres => String::new(),
     };
     format!(
         "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, \
@@ -625,17 +635,14 @@ pub async fn save(
     new: &Row,
     change: &str,
 ) -> OpResult<bool> {
-    static SQL: PerBackend = PerBackend::new(
-        || sqlite_save("", ""),
-        || {
-            with_snapshot(
-                Backend::Postgres,
-                &update_sql(Backend::Postgres, ""),
-                UPDATED,
-                17,
-            )
-        },
-    );
+    static SQL: PerBackend = PerBackend::new(sqlite_save, || {
+        with_snapshot(
+            Backend::Postgres,
+            &update_sql(Backend::Postgres, "", ""),
+            UPDATED,
+            17,
+        )
+    });
     let query = sqlx::query(SQL.get(Backend::of(conn)));
     let done = snapshot_args(save_args(query, read_version, new), cx, change)
         .execute(&mut *conn)
@@ -665,16 +672,19 @@ fn save_args<'q, B: Bind<'q>>(query: B, read_version: i64, new: &'q Row) -> B {
         .arg(read_version)
 }
 
-/// No agent's row of the key (`$org`, `$namespace`, `$key`) is locked,
-/// and no blacklist pattern of the namespace matches `$content`: the guard
-/// of a write planned on a [`SetView`], checked where it lands (a lock or
-/// a pattern added since the view was read fails the write, and the
-/// caller takes the path that reads under the writer and says why). The
-/// patterns are matched by the direct writer's SQL function
-/// ([`crate::blacklist::pattern::SQL_FUNCTION`]).
+/// A statement that returns a row when no agent's row of the key (`$org`,
+/// `$namespace`, `$key`) is locked and no blacklist pattern of the
+/// namespace matches `$content`: the guard that starts the chain of a write
+/// planned on a [`SetView`], checked where it lands (a lock or a pattern
+/// added since the view was read stops the write, and the caller takes the
+/// path that reads under the writer and says why). The patterns are
+/// matched by the direct writer's SQL function
+/// ([`crate::blacklist::pattern::SQL_FUNCTION`]): a `SELECT` writes
+/// nothing, so calling it costs no statement journal, as it would inside
+/// the write ([`crate::store::one_step_sql`]).
 fn none_held(org: &str, namespace: &str, key: &str, content: &str) -> String {
     format!(
-        "NOT EXISTS (SELECT 1 FROM memories AS held WHERE held.org = {org} \
+        "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM memories AS held WHERE held.org = {org} \
          AND held.namespace = {namespace} AND held.memory_key = {key} AND held.locked = 1) \
          AND NOT EXISTS (SELECT 1 FROM blacklist AS bl WHERE bl.org = {org} \
          AND bl.namespace = {namespace} AND {}(bl.pattern, {content}))",
@@ -686,20 +696,32 @@ fn none_held(org: &str, namespace: &str, key: &str, content: &str) -> String {
 /// ([`Store::write_in_one_step`]), with the audit row. False, and nothing
 /// written, also when any agent's row of the key is locked or a blacklist
 /// pattern matches ([`none_held`]): the caller then takes the path that
-/// reads under the writer and says why.
-pub async fn insert_in_one_step(store: &Store, cx: &OpCx, row: &Row) -> OpResult<bool> {
-    static SQL: LazyLock<OneStep> = LazyLock::new(|| {
-        let (columns, values) = insert_columns_values(Backend::Sqlite);
-        let insert = format!(
-            "INSERT INTO memories ({columns}) SELECT {values} WHERE {} \
-             ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING RETURNING version",
-            none_held("$1", "$2", "$4", "$5")
-        );
-        one_step_sql(&with_snapshot(Backend::Sqlite, &insert, INSERTED, 17), 22)
-    });
-    let values = snapshot_args(insert_args(Values::default(), row), cx, "create");
-    Ok(store.write_in_one_step(cx, &SQL, values).await? > 0)
+/// reads under the writer and says why. `tokens` is the row's size for
+/// search ([`fts_tokens_inline`]; `None` leaves it to be counted when the
+/// row is handed to the full-text index).
+pub async fn insert_in_one_step(
+    store: &Store,
+    cx: &OpCx,
+    row: &Row,
+    tokens: Option<i64>,
+) -> OpResult<bool> {
+    let values = snapshot_args(insert_args(Values::default(), row), cx, "create").arg(tokens);
+    store
+        .write_in_one_step(cx, &INSERT_IN_ONE_STEP, values)
+        .await
 }
+
+/// [`insert_in_one_step`]'s statements.
+static INSERT_IN_ONE_STEP: LazyLock<OneStep> = LazyLock::new(|| {
+    let (columns, values) = insert_columns_values(Backend::Sqlite, ONE_STEP_TOKENS);
+    let guard = none_held("$1", "$2", "$4", "$5");
+    let insert = format!(
+        "INSERT INTO memories ({columns}) VALUES ({values}) \
+         ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING"
+    );
+    let snapshot = snapshot_of("memories", &format!(" WHERE {INSERTED}"), 17);
+    one_step_sql(&format!("{guard}; {insert}; {snapshot}"), ONE_STEP_AUDIT)
+});
 
 /// [`save`] as the call's whole write, in one step on SQLite, as
 /// [`insert_in_one_step`].
@@ -709,13 +731,50 @@ pub async fn save_in_one_step(
     read_version: i64,
     new: &Row,
     change: &str,
+    tokens: Option<i64>,
 ) -> OpResult<bool> {
-    static SQL: LazyLock<OneStep> = LazyLock::new(|| {
-        let guard = format!(" AND {}", none_held("$12", "$13", "$15", "$1"));
-        one_step_sql(&sqlite_save(&guard, " RETURNING version"), 22)
-    });
-    let values = snapshot_args(save_args(Values::default(), read_version, new), cx, change);
-    Ok(store.write_in_one_step(cx, &SQL, values).await? > 0)
+    let values =
+        snapshot_args(save_args(Values::default(), read_version, new), cx, change).arg(tokens);
+    store.write_in_one_step(cx, &SAVE_IN_ONE_STEP, values).await
+}
+
+/// [`save_in_one_step`]'s statements.
+static SAVE_IN_ONE_STEP: LazyLock<OneStep> = LazyLock::new(|| {
+    let guard = none_held("$12", "$13", "$15", "$1");
+    // The version just inserted has the table's largest row id (SQLite
+    // gives a new row the largest plus one): `last_insert_rowid()` without
+    // a function call.
+    let update = update_sql(
+        Backend::Sqlite,
+        ONE_STEP_TOKENS,
+        ", history = (SELECT MAX(rowid) FROM memory_versions)",
+    );
+    one_step_sql(
+        &format!("{guard}; {}; {update}", save_version()),
+        ONE_STEP_AUDIT,
+    )
+});
+
+/// The size for search (`memories.fts_tokens`) of the text `row` is
+/// written with, counted on the calling thread as SQLite counts it
+/// (`loom_fts_tokens`, loom-fts5), for a one-step write: the direct
+/// writer's thread, which every write waits for, is spared the tokenizing.
+/// `None` where it could not be counted here (no reads on the calling
+/// thread, or SQLite busy): the row is then counted when it is handed to
+/// the full-text index (migration 0017's `unsized`).
+pub fn fts_tokens_inline(store: &Store, row: &Row) -> Option<i64> {
+    const COUNT: &str = "SELECT loom_fts_tokens($1, $2, $3)";
+    let counted = store.read_inline(|conn| {
+        let values: [&dyn rusqlite::ToSql; 3] = [&row.memory_key, &row.content, &row.labels];
+        all_rows(conn, COUNT, &values, |r| r.get::<_, i64>(0))
+    })?;
+    match counted {
+        Ok(counts) => counts.first().copied(),
+        Err(e) => {
+            tracing::debug!(error = %e, "a memory's size for search is left to the index");
+            None
+        }
+    }
 }
 
 /// The `VERSION_CONFLICT` refusal, naming the version now current.
@@ -763,30 +822,38 @@ pub fn version_conflict(key: &str, expected: i64, current: i64) -> LoomError {
 /// its first version names none before it, and the chain's trigger
 /// (migration 0019) names it the row's newest.
 fn with_snapshot(backend: Backend, write: &str, written: &str, next: usize) -> String {
-    let (change, run, subject, by, request) = (next, next + 1, next + 2, next + 3, next + 4);
+    let run = next + 1;
     assert!(
         write.contains(&format!("run_id = ${run}")) || write.contains(&format!(", ${run}")),
         "the write must store the run (${run}) on the row"
     );
-    let snapshot = |from: &str, guard: &str| {
-        format!(
-            "INSERT INTO memory_versions ({WRITTEN_VERSION_COLUMNS}) \
-             SELECT org, namespace, agent, memory_key, version, ${change}, content, kind, labels, source, \
-             content_hash, pinned, locked, deleted, expires_ms, run_id, ${subject}, ${by}, ${request}, \
-             updated_ms FROM {from}{guard}"
-        )
-    };
     if backend == Backend::Postgres {
         format!(
             "WITH written AS ({write} RETURNING *) {}",
-            snapshot("written", "")
+            snapshot_of("written", "", next)
         )
     } else {
         format!(
             "{write}; {}",
-            snapshot("memories", &format!(" WHERE {written} AND changes() = 1"))
+            snapshot_of(
+                "memories",
+                &format!(" WHERE {written} AND changes() = 1"),
+                next
+            )
         )
     }
+}
+
+/// [`with_snapshot`]'s snapshot: the `memory_versions` row of the written
+/// row, read from `from` (with `guard`), parameters `$next` on.
+fn snapshot_of(from: &str, guard: &str, next: usize) -> String {
+    let (change, subject, by, request) = (next, next + 2, next + 3, next + 4);
+    format!(
+        "INSERT INTO memory_versions ({WRITTEN_VERSION_COLUMNS}) \
+         SELECT org, namespace, agent, memory_key, version, ${change}, content, kind, labels, source, \
+         content_hash, pinned, locked, deleted, expires_ms, run_id, ${subject}, ${by}, ${request}, \
+         updated_ms FROM {from}{guard}"
+    )
 }
 
 /// A `memory_versions` row's columns as a write gives them.
@@ -795,26 +862,35 @@ const WRITTEN_VERSION_COLUMNS: &str = "org, namespace, agent, memory_key, versio
      request_id, at_ms";
 
 /// [`save`] on SQLite, by [`save_args`]' and [`snapshot_args`]' parameters
-/// ([`with_snapshot`]'s, from `$17`): the new version first, made from the
-/// parameters and linked to the row's newest (`history`), then the row,
-/// which takes the version's row id as its newest in the same write.
-/// `guard` is added to the version's condition (the row must still be at
-/// `$16`); the row is written only when the version was (`changes()`),
-/// with `returning` after it.
+/// ([`with_snapshot`]'s, from `$17`): the new version first
+/// ([`save_version`]), then the row, which takes the version's row id as
+/// its newest in the same write, only when the version was written
+/// (`changes()`). [`save_in_one_step`] writes the same two, chained.
 ///
 /// Why this order: with the row written first, the version was read back
 /// from it, and the chain's trigger (migration 0018) then wrote the row a
 /// second time to name the version its newest. A version Loom links
 /// itself is left alone by the trigger (migration 0019).
-fn sqlite_save(guard: &str, returning: &str) -> String {
+fn sqlite_save() -> String {
+    format!(
+        "{}; {} AND changes() = 1",
+        save_version(),
+        update_sql(
+            Backend::Sqlite,
+            UPDATE_TOKENS,
+            ", history = last_insert_rowid()"
+        )
+    )
+}
+
+/// [`sqlite_save`]'s new version, made from the parameters and linked to
+/// the row's newest (`history`), written only while the row is at `$16`.
+fn save_version() -> String {
     format!(
         "INSERT INTO memory_versions ({WRITTEN_VERSION_COLUMNS}, prev) \
          SELECT $12, $13, $14, $15, $6, $17, $1, $2, $3, $4, $5, $7, $8, $9, $10, $18, $19, $20, \
          $21, $11, history FROM memories \
-         WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16\
-         {guard}; \
-         {} AND changes() = 1{returning}",
-        update_sql(Backend::Sqlite, ", history = last_insert_rowid()")
+         WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16"
     )
 }
 
@@ -1303,4 +1379,132 @@ pub struct ListFilter<'a> {
     /// planned on them cannot lose a race with a write of one (PostgreSQL;
     /// SQLite's one writer holds the whole store already).
     pub for_update: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use loom_core::Services;
+
+    use super::*;
+    use crate::store::testing;
+
+    /// A memory `deploy-notes` of agent `a`, at `version`.
+    fn row(content: &str, version: i64) -> Row {
+        Row {
+            org: "default".into(),
+            namespace: "default".into(),
+            agent: "a".into(),
+            memory_key: "deploy-notes".into(),
+            content: content.into(),
+            kind: "note".into(),
+            labels: r#"["ops"]"#.into(),
+            source: String::new(),
+            content_hash: "h".into(),
+            version,
+            pinned: 0,
+            locked: 0,
+            deleted: 0,
+            expires_ms: None,
+            recall_count: 0,
+            last_recall_ms: None,
+            created_ms: version,
+            updated_ms: version,
+        }
+    }
+
+    /// One-step writes on SQLite's direct writer: the row takes the size
+    /// for search counted on the calling thread, each write its version,
+    /// linked to the one before, and its audit row; a write that lost its
+    /// race (the key taken, the version moved on) writes nothing at all.
+    #[tokio::test]
+    async fn one_step_writes_chain_their_statements() {
+        let test = testing::sqlite().await;
+        let store = &test.store;
+        // Each write a call of its own, audited.
+        let cx = || {
+            let mut cx = OpCx::new("memory.set", Arc::new(Services::default()));
+            cx.audit = true;
+            cx.scope.org = "default".into();
+            cx.scope.namespace = "default".into();
+            cx.scope.agent = "a".into();
+            cx
+        };
+
+        let first = row("the deploy window is friday", 1);
+        // deploy, notes; the, deploy, window, is, friday; ops
+        assert_eq!(fts_tokens_inline(store, &first), Some(8));
+        assert!(
+            insert_in_one_step(store, &cx(), &first, Some(8))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !insert_in_one_step(store, &cx(), &first, Some(8))
+                .await
+                .unwrap()
+        );
+
+        let second = row("friday", 2);
+        let tokens = fts_tokens_inline(store, &second);
+        assert_eq!(tokens, Some(4));
+        let saved = cx();
+        assert!(
+            save_in_one_step(store, &saved, 1, &second, "set", tokens)
+                .await
+                .unwrap()
+        );
+        assert!(saved.audited());
+        let lost = cx();
+        assert!(
+            !save_in_one_step(store, &lost, 1, &second, "set", tokens)
+                .await
+                .unwrap()
+        );
+        assert!(!lost.audited());
+
+        let path = test.options.url.strip_prefix("sqlite://").unwrap();
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let one = |sql: &str| -> String { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(
+            one("SELECT version || ' ' || fts_tokens || ' ' || content FROM memories"),
+            "2 4 friday"
+        );
+        assert_eq!(
+            one(
+                "SELECT group_concat(v.version || ':' || COALESCE(p.version, '-'), ' ') \
+                 FROM memory_versions v LEFT JOIN memory_versions p ON p.rowid = v.prev"
+            ),
+            "1:- 2:1"
+        );
+        assert_eq!(
+            one("SELECT CAST(v.version AS TEXT) FROM memories m \
+                 JOIN memory_versions v ON v.rowid = m.history"),
+            "2"
+        );
+        assert_eq!(one("SELECT CAST(COUNT(*) AS TEXT) FROM audit_log"), "2");
+    }
+
+    /// A one-step set's writes call no SQL function: SQLite would keep a
+    /// statement journal for each (`crate::store::one_step_sql`). Only the
+    /// guard that starts each, a `SELECT`, does.
+    #[tokio::test]
+    async fn one_step_writes_call_no_sql_function() {
+        let test = testing::sqlite().await;
+        for step in [&*INSERT_IN_ONE_STEP, &*SAVE_IN_ONE_STEP] {
+            let mut writes = 0;
+            for statement in step.statements().filter(|s| !s.starts_with("SELECT")) {
+                let opcodes = test.opcodes(statement);
+                assert!(
+                    !opcodes
+                        .iter()
+                        .any(|op| op == "Function" || op == "PureFunc"),
+                    "{statement}: {opcodes:?}"
+                );
+                writes += 1;
+            }
+            assert_eq!(writes, 3, "two writes and the audit row");
+        }
+    }
 }

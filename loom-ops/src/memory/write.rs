@@ -274,11 +274,15 @@ async fn set_in_one_step(
             store.audit_outcome(cx, "noop").await?;
             Some(written(&cur, false))
         }
-        Plan::Insert(row) => sql::insert_in_one_step(store, cx, &row)
-            .await?
-            .then(|| written(&row, true)),
+        Plan::Insert(row) => {
+            let tokens = sql::fts_tokens_inline(store, &row);
+            sql::insert_in_one_step(store, cx, &row, tokens)
+                .await?
+                .then(|| written(&row, true))
+        }
         Plan::Save { read_version, new } => {
-            sql::save_in_one_step(store, cx, read_version, &new, "set")
+            let tokens = sql::fts_tokens_inline(store, &new);
+            sql::save_in_one_step(store, cx, read_version, &new, "set", tokens)
                 .await?
                 .then(|| written(&new, true))
         }

@@ -147,17 +147,25 @@ impl Direct {
         self.running.load(Ordering::Acquire)
     }
 
-    /// Runs `statements` with `values` (`$n` is `values[n - 1]` in every
-    /// statement) as one call's write and waits for its group's commit;
-    /// answers how many rows the statements returned. If a statement fails,
-    /// the call's write is undone whole and its group goes on.
+    /// Runs `chain` with `values` (`$n` is `values[n - 1]` in every
+    /// statement) as one call's write ([`run_chain`]), then `then` when the
+    /// whole chain ran, and waits for its group's commit; answers whether
+    /// the chain ran to its end. If a statement fails, the call's write is
+    /// undone whole and its group goes on.
     pub(super) async fn write(
         &self,
-        statements: &'static [Numbered],
+        chain: &'static [Numbered],
+        then: Option<&'static Numbered>,
         values: Vec<Value>,
-    ) -> OpResult<usize> {
-        self.run(move |conn| run_statements(conn, statements, &values))
-            .await
+    ) -> OpResult<bool> {
+        let done = self.run(move |conn| {
+            let ran = run_chain(conn, chain, &values)?;
+            if ran && let Some(then) = then {
+                run_statement(conn, then, &values)?;
+            }
+            Ok(usize::from(ran))
+        });
+        Ok(done.await? == 1)
     }
 
     /// Queues `work` as one call's write, as [`Direct::write`] does a
@@ -524,28 +532,48 @@ impl Numbered {
     }
 }
 
-/// Runs `statements`, binding `$n` to `values[n - 1]`; the rows they
-/// returned. A `$n` past `values` is an error, not a NULL.
-fn run_statements(
-    conn: &Connection,
-    statements: &[Numbered],
-    values: &[Value],
-) -> rusqlite::Result<usize> {
-    let mut rows = 0;
-    for statement in statements {
-        let mut stmt = conn.prepare_cached(statement.sql())?;
-        for (index, &n) in statement.numbers(&stmt)?.iter().enumerate() {
-            let value = values
-                .get(n - 1)
-                .ok_or_else(|| rusqlite::Error::InvalidParameterName(format!("${n}")))?;
-            stmt.raw_bind_parameter(index + 1, value)?;
-        }
-        let mut returned = stmt.raw_query();
-        while returned.next()?.is_some() {
-            rows += 1;
+/// Runs `chain` in order, binding `$n` to `values[n - 1]`, each
+/// statement only when the one before it changed a row or returned one;
+/// whether the last one did (the chain ran to its end). A `$n` past
+/// `values` is an error, not a NULL.
+///
+/// Why the chain is kept here and not in the SQL (`... WHERE changes() =
+/// 1`): a statement that calls an SQL function may fail part way (the
+/// function may), so SQLite keeps a statement journal for it when it writes
+/// more than one row (its triggers' included) inside a transaction,
+/// copying each page it changes before it does. A `memory.set` was three
+/// such statements; without the functions the writer thread ran 11% fewer
+/// instructions a set (`bench/instructions.sh`, bench/RESULTS.md).
+fn run_chain(conn: &Connection, chain: &[Numbered], values: &[Value]) -> rusqlite::Result<bool> {
+    for statement in chain {
+        if !run_statement(conn, statement, values)? {
+            return Ok(false);
         }
     }
-    Ok(rows)
+    Ok(true)
+}
+
+/// Runs `statement`, binding `$n` to `values[n - 1]`; whether it changed a
+/// row (its triggers' changes counted) or returned one.
+fn run_statement(
+    conn: &Connection,
+    statement: &Numbered,
+    values: &[Value],
+) -> rusqlite::Result<bool> {
+    let changes = conn.total_changes();
+    let mut stmt = conn.prepare_cached(statement.sql())?;
+    for (index, &n) in statement.numbers(&stmt)?.iter().enumerate() {
+        let value = values
+            .get(n - 1)
+            .ok_or_else(|| rusqlite::Error::InvalidParameterName(format!("${n}")))?;
+        stmt.raw_bind_parameter(index + 1, value)?;
+    }
+    let mut returned = stmt.raw_query();
+    let mut any = false;
+    while returned.next()?.is_some() {
+        any = true;
+    }
+    Ok(any || conn.total_changes() != changes)
 }
 
 fn execute(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
@@ -598,17 +626,17 @@ mod tests {
 
         let insert = statements(&["INSERT INTO t (k, v) VALUES ($1, $2) RETURNING v"]);
         let row = |k: &str, v: i64| vec![Value::Text(k.into()), Value::Integer(v)];
-        assert_eq!(direct.write(insert, row("a", 1)).await.unwrap(), 1);
+        assert!(direct.write(insert, None, row("a", 1)).await.unwrap());
         // A duplicate key fails in the database: that write alone.
         let (dup, b) = tokio::join!(
-            direct.write(insert, row("a", 2)),
-            direct.write(insert, row("b", 3))
+            direct.write(insert, None, row("a", 2)),
+            direct.write(insert, None, row("b", 3))
         );
         assert!(dup.is_err());
-        assert_eq!(b.unwrap(), 1);
+        assert!(b.unwrap());
         // A parameter the values do not hold is the write's error.
         let unbound = statements(&["INSERT INTO t (k, v) VALUES ($1, $9)"]);
-        assert!(direct.write(unbound, row("c", 4)).await.is_err());
+        assert!(direct.write(unbound, None, row("c", 4)).await.is_err());
 
         let committed: Vec<(String, i64)> = Connection::open(&path)
             .unwrap()
@@ -622,7 +650,7 @@ mod tests {
 
         direct.stop().await;
         assert!(!direct.running());
-        assert!(direct.write(insert, row("d", 5)).await.is_err());
+        assert!(direct.write(insert, None, row("d", 5)).await.is_err());
     }
 
     /// Parameters bind by the number in their names, however the text
@@ -638,8 +666,8 @@ mod tests {
             "INSERT INTO t (a, b, c) VALUES ($2, $2 + $1, $4)",
         ]);
         let values = |base: i64| (1..=4).map(|i| Value::Integer(base + i)).collect();
-        direct.write(insert, values(0)).await.unwrap();
-        direct.write(insert, values(10)).await.unwrap();
+        direct.write(insert, None, values(0)).await.unwrap();
+        direct.write(insert, None, values(10)).await.unwrap();
         direct.stop().await;
 
         let rows: Vec<String> = column(
@@ -647,6 +675,34 @@ mod tests {
             "SELECT a || ' ' || b || ' ' || c FROM t ORDER BY rowid",
         );
         assert_eq!(rows, ["3 1 3", "2 3 4", "13 11 13", "12 23 14"]);
+    }
+
+    /// A chain's statement runs only when the one before it changed a row
+    /// or returned one, and what follows the chain only when all of it ran.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_chain_stops_at_a_statement_that_did_nothing() {
+        let (_dir, path) =
+            database("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER); CREATE TABLE log (k TEXT)");
+        let direct = Direct::start(&path, Arc::new(Mutex::new(State::default()))).unwrap();
+        let chain = statements(&[
+            "SELECT 1 WHERE $2 > 0",
+            "INSERT INTO t (k, v) VALUES ($1, $2) ON CONFLICT (k) DO NOTHING",
+            "UPDATE t SET v = v + 1 WHERE k = $1",
+        ]);
+        let then = &statements(&["INSERT INTO log (k) VALUES ($1)"])[0];
+        let row = |k: &str, v: i64| vec![Value::Text(k.into()), Value::Integer(v)];
+        assert!(direct.write(chain, Some(then), row("a", 1)).await.unwrap());
+        // The first statement returns no row: nothing after it runs.
+        assert!(!direct.write(chain, Some(then), row("b", 0)).await.unwrap());
+        // The insert changes nothing (the key is there): neither the update
+        // nor what follows the chain runs.
+        assert!(!direct.write(chain, Some(then), row("a", 5)).await.unwrap());
+        direct.stop().await;
+
+        let t: Vec<String> = column(&path, "SELECT k || ' ' || v FROM t ORDER BY k");
+        assert_eq!(t, ["a 2"]);
+        let log: Vec<String> = column(&path, "SELECT k FROM log");
+        assert_eq!(log, ["a"]);
     }
 
     /// A write whose caller gave up (its future dropped: the call's budget
@@ -735,7 +791,10 @@ mod tests {
         let direct = Direct::start(&path, Arc::new(Mutex::new(state))).unwrap();
         let insert = statements(&["INSERT INTO queued (v) VALUES ($1)"]);
         for v in 0..3 {
-            direct.write(insert, vec![Value::Integer(v)]).await.unwrap();
+            direct
+                .write(insert, None, vec![Value::Integer(v)])
+                .await
+                .unwrap();
         }
         let reader = Connection::open(&path).unwrap();
         let counts = || -> (i64, i64) {
@@ -766,7 +825,7 @@ mod tests {
         let direct = Direct::start(&path, Arc::new(Mutex::new(State::default()))).unwrap();
         let insert = statements(&["INSERT INTO t (v) VALUES (zeroblob($1))"]);
         direct
-            .write(insert, vec![Value::Integer(50_000)])
+            .write(insert, None, vec![Value::Integer(50_000)])
             .await
             .unwrap();
         let held = direct
@@ -805,16 +864,28 @@ mod tests {
         let drains = || -> Vec<i64> { column(&path, "SELECT n FROM drains") };
 
         let into_t = statements(&["INSERT INTO t (v) VALUES ($1)"]);
-        direct.write(into_t, vec![Value::Integer(1)]).await.unwrap();
+        direct
+            .write(into_t, None, vec![Value::Integer(1)])
+            .await
+            .unwrap();
         assert_eq!(drains(), Vec::<i64>::new(), "nothing queued, no drain");
 
         let queued = statements(&["INSERT INTO queue (v) VALUES ($1), ($1)"]);
-        direct.write(queued, vec![Value::Integer(2)]).await.unwrap();
+        direct
+            .write(queued, None, vec![Value::Integer(2)])
+            .await
+            .unwrap();
         assert_eq!(drains(), Vec::<i64>::new(), "less than a batch queued");
-        direct.write(queued, vec![Value::Integer(3)]).await.unwrap();
+        direct
+            .write(queued, None, vec![Value::Integer(3)])
+            .await
+            .unwrap();
         assert_eq!(drains(), [4], "drained in the commit that made a batch");
 
-        direct.write(into_t, vec![Value::Integer(4)]).await.unwrap();
+        direct
+            .write(into_t, None, vec![Value::Integer(4)])
+            .await
+            .unwrap();
         assert_eq!(drains(), [4]);
         direct.stop().await;
     }

@@ -50,6 +50,24 @@ impl TestStore {
             .expect("inline reads on a SQLite file")
             .expect("a plan")
     }
+
+    /// The opcodes of SQLite's program for `sql` (`EXPLAIN`), in order:
+    /// the statement's own, not its triggers'. Panics on PostgreSQL.
+    pub fn opcodes(&self, sql: &str) -> Vec<String> {
+        self.store
+            .read_inline(|c| {
+                // Its parameters left unbound: EXPLAIN lists, runs nothing.
+                let mut program = c.prepare(&format!("EXPLAIN {sql}"))?;
+                let mut rows = program.raw_query();
+                let mut opcodes = Vec::new();
+                while let Some(row) = rows.next()? {
+                    opcodes.push(row.get::<_, String>(1)?);
+                }
+                Ok(opcodes)
+            })
+            .expect("inline reads on a SQLite file")
+            .expect("a program")
+    }
 }
 
 impl Drop for TestStore {

@@ -41,33 +41,46 @@ static INSERT_AUDIT_AND_RELEASE: LazyLock<String> =
 /// by [`one_step_sql`], run by [`Store::write_in_one_step`].
 #[derive(Debug)]
 pub(crate) struct OneStep {
-    statements: Vec<Numbered>,
+    /// The write, a chain: each statement runs only when the one before it
+    /// changed a row or returned one (`direct::run_chain`).
+    chain: Vec<Numbered>,
+    /// The call's audit row, written when the whole chain ran.
+    audit: Numbered,
+}
+
+impl OneStep {
+    /// Its statements' text, the audit row's last.
+    #[cfg(test)]
+    pub(crate) fn statements(&self) -> impl Iterator<Item = &str> {
+        self.chain.iter().chain([&self.audit]).map(Numbered::sql)
+    }
 }
 
 /// A write as one statement list on SQLite ([`Store::write_in_one_step`]):
 /// `write`, statements separated by `;` (none inside a literal) whose
-/// parameters end at `$next - 1`, which return a row only when the write
-/// happened (`RETURNING`) and whose last then changes exactly one row;
-/// then the call's audit row (parameters `$next` on,
-/// [`Store::write_in_one_step`] binds them), written only then. Each
+/// parameters end at `$next - 1`, each run only when the one before it
+/// changed a row or returned one (a `SELECT` that returns a row only when
+/// the write may go ahead guards the rest); the write happened when the
+/// last one ran and did. Then the call's audit row (parameters `$next`
+/// on, [`Store::write_in_one_step`] binds them), written only then. Each
 /// `INSERT` and `UPDATE` runs with the FAIL conflict policy ([`or_fail`]).
+///
+/// The statements should call no SQL function (`changes()`, Loom's own):
+/// one that writes more than one row then costs a statement journal
+/// (`direct::run_chain` says why); the chain stands for `changes() = 1`.
 pub(crate) fn one_step_sql(write: &str, next: usize) -> OneStep {
     let p: Vec<String> = (next..next + 9).map(|n| format!("${n}")).collect();
-    let audited = next + 9;
-    let audit = format!(
-        "{} SELECT {} WHERE changes() = 1 AND ${audited} = 1",
-        insert_audit_into!(),
-        p.join(", ")
-    );
-    let statements = write
+    let audit = format!("{} VALUES ({})", insert_audit_into!(), p.join(", "));
+    let chain = write
         .split(';')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .chain([audit])
-        .map(|statement| Numbered::new(or_fail(statement)))
+        .map(|statement| Numbered::new(or_fail(statement.to_owned())))
         .collect();
-    OneStep { statements }
+    OneStep {
+        chain,
+        audit: Numbered::new(or_fail(audit)),
+    }
 }
 
 /// `statement` with the FAIL conflict policy when it is an `INSERT` or an
@@ -78,8 +91,9 @@ pub(crate) fn one_step_sql(write: &str, next: usize) -> OneStep {
 /// (an `INSERT ... SELECT`, or any statement a trigger adds rows to, as
 /// the full-text queue's do), SQLite opens a statement journal for it and
 /// copies into it every page it changes that the transaction held before.
-/// A one-step write is three such statements. With FAIL nothing of them
-/// is undone, and no journal is kept; a call that fails part way is
+/// A one-step write is such statements. With FAIL nothing of them is
+/// undone, and no journal is kept (while they call no SQL function,
+/// [`one_step_sql`]); a call that fails part way is
 /// undone whole by the direct writer instead ([`super::direct`]: its
 /// group rolled back and run again, each call in a savepoint). 500 sets
 /// one at a time under callgrind: the writer thread's instructions 4.4%
@@ -172,15 +186,14 @@ impl Store {
     /// parameters, as the call's whole write and waits for its commit,
     /// binding the audit row's parameters: the audit row (outcome `ok`) is
     /// written with the change when the op is audited and has none yet.
-    /// Answers how many rows the statements returned: by [`one_step_sql`]'s
-    /// contract, none when nothing was written. Only where
-    /// [`Store::writes_in_one_step`].
+    /// Answers whether the write happened (its chain ran to its end). Only
+    /// where [`Store::writes_in_one_step`].
     pub(crate) async fn write_in_one_step(
         &self,
         cx: &OpCx,
         step: &'static OneStep,
         values: Values,
-    ) -> OpResult<usize> {
+    ) -> OpResult<bool> {
         let Some(direct) = self.direct() else {
             return Err(loom_core::LoomError::internal(
                 "a one-step write needs SQLite's direct writer",
@@ -188,14 +201,15 @@ impl Store {
         };
         let audit = cx.audit && !cx.audited();
         let values = audit_args(values, cx, "ok")
-            .arg(i64::from(audit))
             .into_inner()
             .map_err(loom_core::LoomError::internal)?;
-        let rows = direct.write(&step.statements, values).await?;
-        if audit && rows > 0 {
+        let written = direct
+            .write(&step.chain, audit.then_some(&step.audit), values)
+            .await?;
+        if audit && written {
             cx.mark_audited();
         }
-        Ok(rows)
+        Ok(written)
     }
 }
 
@@ -306,27 +320,46 @@ mod tests {
     use super::*;
 
     /// Every statement of a one-step write, the audit row's included, is
-    /// an `INSERT` or `UPDATE` under FAIL; a policy of its own is kept.
+    /// an `INSERT` or `UPDATE` under FAIL, a `SELECT` as written; a policy
+    /// of its own is kept. The audit row's parameters follow the write's.
     #[test]
     fn one_step_statements_fail_rather_than_abort() {
         let step = one_step_sql(
-            "UPDATE t SET v = $1 WHERE k = $2 RETURNING v; INSERT INTO h (v) SELECT v FROM t",
+            "SELECT 1 WHERE $1 > 0; UPDATE t SET v = $1 WHERE k = $2; \
+             INSERT INTO h (v) SELECT v FROM t",
             3,
         );
-        let verbs: Vec<&str> = step
-            .statements
+        // Each statement's leading keywords: its verb and policy.
+        let verbs: Vec<String> = step
+            .chain
             .iter()
-            .map(Numbered::sql)
-            .map(|s| &s[..s.find(" INTO").or_else(|| s.find(" t ")).unwrap()])
+            .chain([&step.audit])
+            .map(|s| {
+                s.sql()
+                    .split(' ')
+                    .take_while(|w| w.chars().all(|c| c.is_ascii_uppercase()))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
             .collect();
         assert_eq!(
             verbs,
-            ["UPDATE OR FAIL", "INSERT OR FAIL", "INSERT OR FAIL"]
+            [
+                "SELECT",
+                "UPDATE OR FAIL",
+                "INSERT OR FAIL INTO",
+                "INSERT OR FAIL INTO"
+            ]
         );
         assert!(
-            step.statements[2]
+            step.audit
                 .sql()
                 .starts_with("INSERT OR FAIL INTO audit_log")
+        );
+        assert!(
+            step.audit
+                .sql()
+                .ends_with("VALUES ($3, $4, $5, $6, $7, $8, $9, $10, $11)")
         );
         assert_eq!(
             or_fail("INSERT OR IGNORE INTO t".into()),
