@@ -461,12 +461,17 @@ pub struct SetView {
     pub patterns: Vec<String>,
     /// The caller's own row, deleted or not.
     pub own: Option<Row>,
+    /// Its id (`memories.id`), which a one-step write finds it by
+    /// ([`save_in_one_step`]).
+    pub own_id: Option<i64>,
 }
 
 /// The key's rows in the namespace, every agent's, deleted or not
 /// (`memories_by_key`): [`set_view_inline`]'s locks and own row at once.
 static KEY_ROWS: LazyLock<String> = LazyLock::new(|| {
-    format!("SELECT {COLUMNS} FROM memories WHERE org = $1 AND namespace = $2 AND memory_key = $3")
+    format!(
+        "SELECT {COLUMNS}, id FROM memories WHERE org = $1 AND namespace = $2 AND memory_key = $3"
+    )
 });
 
 /// The namespace's blacklist patterns in order (its primary key's).
@@ -488,18 +493,22 @@ const PATTERNS: &str =
 pub fn set_view_inline(store: &Store, cx: &OpCx, key: &str) -> Option<OpResult<SetView>> {
     store.read_inline(|conn| {
         let (org, namespace) = (&cx.scope.org, &cx.scope.namespace);
-        let rows = all_rows(conn, &KEY_ROWS, &[org, namespace, &key], Row::from_sqlite)?;
+        let rows = all_rows(conn, &KEY_ROWS, &[org, namespace, &key], |r| {
+            Ok((Row::from_sqlite(r)?, r.get::<_, i64>(18)?))
+        })?;
         let patterns = all_rows(conn, PATTERNS, &[org, namespace], |r| r.get(0))?;
         let locked_by = rows
             .iter()
-            .filter(|r| r.locked != 0)
-            .map(|r| r.agent.clone())
+            .filter(|(r, _)| r.locked != 0)
+            .map(|(r, _)| r.agent.clone())
             .min();
-        let own = rows.into_iter().find(|r| r.agent == cx.scope.agent);
+        let own = rows.into_iter().find(|(r, _)| r.agent == cx.scope.agent);
+        let own_id = own.as_ref().map(|&(_, id)| id);
         Ok(SetView {
             locked_by,
             patterns,
-            own,
+            own: own.map(|(row, _)| row),
+            own_id,
         })
     })
 }
@@ -524,8 +533,14 @@ const UPDATE_TOKENS: &str = "loom_fts_tokens($15, $1, $3)";
 /// parameters, as no SQL function may be called in one
 /// ([`crate::store::one_step_sql`]).
 const ONE_STEP_TOKENS: &str = "$22";
-/// The audit row's first parameter in a one-step write of a memory.
-const ONE_STEP_AUDIT: usize = 23;
+/// [`save_in_one_step`]'s row found by its id (`$23`, from the
+/// [`SetView`]) rather than by its key through the table's unique index:
+/// two index searches fewer a write. `memories.id` is `AUTOINCREMENT`, so
+/// an id names one row for good; the key is still checked.
+const ONE_STEP_ROW: &str = "id = $23 AND ";
+/// The audit row's first parameter in [`insert_in_one_step`] and in
+/// [`save_in_one_step`].
+const ONE_STEP_AUDIT: (usize, usize) = (23, 24);
 
 /// The new row's columns and their values, for `backend`; on SQLite with
 /// its size for search, `tokens` ([`INSERT_TOKENS`], [`ONE_STEP_TOKENS`]).
@@ -593,8 +608,9 @@ fn insert_args<'q, B: Bind<'q>>(query: B, row: &'q Row) -> B {
 /// its creation start again with it. On SQLite it also keeps the row's size
 /// for search, `tokens` ([`UPDATE_TOKENS`], [`ONE_STEP_TOKENS`]), taken
 /// only when the text changes (or was never counted): a pin or a lock
-/// keeps it. `more` sets further columns (`, column = value`).
-fn update_sql(backend: Backend, tokens: &str, more: &str) -> String {
+/// keeps it. `more` sets further columns (`, column = value`); `row` comes
+/// first in the row's condition ([`ONE_STEP_ROW`], or nothing).
+fn update_sql(backend: Backend, tokens: &str, more: &str, row: &str) -> String {
     let size = match backend {
         Backend::Sqlite => format!(
             ", fts_tokens = CASE WHEN fts_tokens IS NOT NULL AND content IS $1 AND labels IS $3 \
@@ -606,7 +622,8 @@ fn update_sql(backend: Backend, tokens: &str, more: &str) -> String {
         "UPDATE memories SET content = $1, kind = $2, labels = $3, source = $4, \
          content_hash = $5, version = $6, pinned = $7, locked = $8, deleted = $9, expires_ms = $10, \
          updated_ms = $11, run_id = $18, {REVIVED}{size}{more} \
-         WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16"
+         WHERE {row}org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 \
+         AND version = $16"
     )
 }
 
@@ -638,7 +655,7 @@ pub async fn save(
     static SQL: PerBackend = PerBackend::new(sqlite_save, || {
         with_snapshot(
             Backend::Postgres,
-            &update_sql(Backend::Postgres, "", ""),
+            &update_sql(Backend::Postgres, "", "", ""),
             UPDATED,
             17,
         )
@@ -720,21 +737,23 @@ static INSERT_IN_ONE_STEP: LazyLock<OneStep> = LazyLock::new(|| {
          ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING"
     );
     let snapshot = snapshot_of("memories", &format!(" WHERE {INSERTED}"), 17);
-    one_step_sql(&format!("{guard}; {insert}; {snapshot}"), ONE_STEP_AUDIT)
+    one_step_sql(&format!("{guard}; {insert}; {snapshot}"), ONE_STEP_AUDIT.0)
 });
 
 /// [`save`] as the call's whole write, in one step on SQLite, as
-/// [`insert_in_one_step`].
+/// [`insert_in_one_step`]: of the row `id` ([`SetView::own_id`]) at
+/// `read_version`.
 pub async fn save_in_one_step(
     store: &Store,
     cx: &OpCx,
-    read_version: i64,
+    (id, read_version): (i64, i64),
     new: &Row,
     change: &str,
     tokens: Option<i64>,
 ) -> OpResult<bool> {
-    let values =
-        snapshot_args(save_args(Values::default(), read_version, new), cx, change).arg(tokens);
+    let values = snapshot_args(save_args(Values::default(), read_version, new), cx, change)
+        .arg(tokens)
+        .arg(id);
     store.write_in_one_step(cx, &SAVE_IN_ONE_STEP, values).await
 }
 
@@ -748,10 +767,11 @@ static SAVE_IN_ONE_STEP: LazyLock<OneStep> = LazyLock::new(|| {
         Backend::Sqlite,
         ONE_STEP_TOKENS,
         ", history = (SELECT MAX(rowid) FROM memory_versions)",
+        ONE_STEP_ROW,
     );
     one_step_sql(
-        &format!("{guard}; {}; {update}", save_version()),
-        ONE_STEP_AUDIT,
+        &format!("{guard}; {}; {update}", save_version(ONE_STEP_ROW)),
+        ONE_STEP_AUDIT.1,
     )
 });
 
@@ -874,23 +894,26 @@ const WRITTEN_VERSION_COLUMNS: &str = "org, namespace, agent, memory_key, versio
 fn sqlite_save() -> String {
     format!(
         "{}; {} AND changes() = 1",
-        save_version(),
+        save_version(""),
         update_sql(
             Backend::Sqlite,
             UPDATE_TOKENS,
-            ", history = last_insert_rowid()"
+            ", history = last_insert_rowid()",
+            ""
         )
     )
 }
 
 /// [`sqlite_save`]'s new version, made from the parameters and linked to
-/// the row's newest (`history`), written only while the row is at `$16`.
-fn save_version() -> String {
+/// the row's newest (`history`), written only while the row is at `$16`;
+/// `row` comes first in the row's condition, as in [`update_sql`].
+fn save_version(row: &str) -> String {
     format!(
         "INSERT INTO memory_versions ({WRITTEN_VERSION_COLUMNS}, prev) \
          SELECT $12, $13, $14, $15, $6, $17, $1, $2, $3, $4, $5, $7, $8, $9, $10, $18, $19, $20, \
          $21, $11, history FROM memories \
-         WHERE org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 AND version = $16"
+         WHERE {row}org = $12 AND namespace = $13 AND agent = $14 AND memory_key = $15 \
+         AND version = $16"
     )
 }
 
@@ -1451,14 +1474,14 @@ mod tests {
         assert_eq!(tokens, Some(4));
         let saved = cx();
         assert!(
-            save_in_one_step(store, &saved, 1, &second, "set", tokens)
+            save_in_one_step(store, &saved, (1, 1), &second, "set", tokens)
                 .await
                 .unwrap()
         );
         assert!(saved.audited());
         let lost = cx();
         assert!(
-            !save_in_one_step(store, &lost, 1, &second, "set", tokens)
+            !save_in_one_step(store, &lost, (1, 1), &second, "set", tokens)
                 .await
                 .unwrap()
         );
@@ -1505,6 +1528,27 @@ mod tests {
                 writes += 1;
             }
             assert_eq!(writes, 3, "two writes and the audit row");
+        }
+    }
+
+    /// A one-step save finds the caller's row by its id ([`ONE_STEP_ROW`]),
+    /// both to copy it into its version and to write it.
+    #[tokio::test]
+    async fn a_one_step_save_finds_its_row_by_id() {
+        let test = testing::sqlite().await;
+        let writes: Vec<&str> = SAVE_IN_ONE_STEP
+            .statements()
+            .filter(|s| s.contains(" memories "))
+            .filter(|s| !s.starts_with("SELECT"))
+            .collect();
+        assert_eq!(writes.len(), 2, "{writes:?}");
+        for statement in writes {
+            let plan = test.query_plan_unbound(statement);
+            assert!(
+                plan.iter()
+                    .any(|s| s.starts_with("SEARCH memories USING INTEGER PRIMARY KEY")),
+                "{statement}: {plan:?}"
+            );
         }
     }
 }

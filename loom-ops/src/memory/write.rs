@@ -269,6 +269,9 @@ async fn set_in_one_step(
     if let Some(holder) = &view.locked_by {
         return Err(locked(&values.key, holder));
     }
+    // A save is planned only over the caller's row, whose id the view read
+    // with it (0, no row's, would only stop the write).
+    let own_id = view.own_id.unwrap_or_default();
     let done = match values.plan(cx, view.own, now_ms())? {
         Plan::Unchanged(cur) => {
             store.audit_outcome(cx, "noop").await?;
@@ -282,7 +285,7 @@ async fn set_in_one_step(
         }
         Plan::Save { read_version, new } => {
             let tokens = sql::fts_tokens_inline(store, &new);
-            sql::save_in_one_step(store, cx, read_version, &new, "set", tokens)
+            sql::save_in_one_step(store, cx, (own_id, read_version), &new, "set", tokens)
                 .await?
                 .then(|| written(&new, true))
         }

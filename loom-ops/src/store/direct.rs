@@ -542,8 +542,9 @@ impl Numbered {
 /// function may), so SQLite keeps a statement journal for it when it writes
 /// more than one row (its triggers' included) inside a transaction,
 /// copying each page it changes before it does. A `memory.set` was three
-/// such statements; without the functions the writer thread ran 11% fewer
-/// instructions a set (`bench/instructions.sh`, bench/RESULTS.md).
+/// such statements; without the functions (its size for search counted on
+/// the calling thread, ~4.5 points of it) the writer thread ran 18-21%
+/// fewer instructions a set (`bench/instructions.sh`, bench/RESULTS.md).
 fn run_chain(conn: &Connection, chain: &[Numbered], values: &[Value]) -> rusqlite::Result<bool> {
     for statement in chain {
         if !run_statement(conn, statement, values)? {

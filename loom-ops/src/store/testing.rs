@@ -54,19 +54,29 @@ impl TestStore {
     /// The opcodes of SQLite's program for `sql` (`EXPLAIN`), in order:
     /// the statement's own, not its triggers'. Panics on PostgreSQL.
     pub fn opcodes(&self, sql: &str) -> Vec<String> {
+        self.explained(&format!("EXPLAIN {sql}"), 1)
+    }
+
+    /// [`TestStore::query_plan`] with `sql`'s parameters unbound.
+    pub fn query_plan_unbound(&self, sql: &str) -> Vec<String> {
+        self.explained(&format!("EXPLAIN QUERY PLAN {sql}"), 3)
+    }
+
+    /// `column` of each row `explain` answers, its parameters left unbound
+    /// (an `EXPLAIN` lists, it runs nothing).
+    fn explained(&self, explain: &str, column: usize) -> Vec<String> {
         self.store
             .read_inline(|c| {
-                // Its parameters left unbound: EXPLAIN lists, runs nothing.
-                let mut program = c.prepare(&format!("EXPLAIN {sql}"))?;
+                let mut program = c.prepare(explain)?;
                 let mut rows = program.raw_query();
-                let mut opcodes = Vec::new();
+                let mut out = Vec::new();
                 while let Some(row) = rows.next()? {
-                    opcodes.push(row.get::<_, String>(1)?);
+                    out.push(row.get::<_, String>(column)?);
                 }
-                Ok(opcodes)
+                Ok(out)
             })
             .expect("inline reads on a SQLite file")
-            .expect("a program")
+            .expect("an explanation")
     }
 }
 
