@@ -513,7 +513,7 @@ pub fn set_view_inline(store: &Store, cx: &OpCx, key: &str) -> Option<OpResult<S
     })
 }
 
-/// The new row's columns in `memories`, for [`INSERT`] and [`insert_args`].
+/// The new row's columns in `memories`, for [`insert`] and [`insert_args`].
 const INSERT_COLUMNS: &str = "org, namespace, agent, memory_key, content, kind, labels, source, \
      content_hash, version, pinned, locked, deleted, expires_ms, recall_count, created_ms, updated_ms, \
      run_id";
