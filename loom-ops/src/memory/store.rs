@@ -538,9 +538,12 @@ const ONE_STEP_TOKENS: &str = "$22";
 /// two index searches fewer a write. `memories.id` is `AUTOINCREMENT`, so
 /// an id names one row for good; the key is still checked.
 const ONE_STEP_ROW: &str = "id = $23 AND ";
-/// The audit row's first parameter in [`insert_in_one_step`] and in
-/// [`save_in_one_step`].
-const ONE_STEP_AUDIT: (usize, usize) = (23, 24);
+/// The audit row's first parameter in [`insert_in_one_step`], after the
+/// size for search.
+const INSERT_AUDIT_FROM: usize = 23;
+/// The audit row's first parameter in [`save_in_one_step`], after the size
+/// for search and the row's id.
+const SAVE_AUDIT_FROM: usize = 24;
 
 /// The new row's columns and their values, for `backend`; on SQLite with
 /// its size for search, `tokens` ([`INSERT_TOKENS`], [`ONE_STEP_TOKENS`]).
@@ -737,7 +740,7 @@ static INSERT_IN_ONE_STEP: LazyLock<OneStep> = LazyLock::new(|| {
          ON CONFLICT (org, namespace, agent, memory_key) DO NOTHING"
     );
     let snapshot = snapshot_of("memories", &format!(" WHERE {INSERTED}"), 17);
-    one_step_sql(&format!("{guard}; {insert}; {snapshot}"), ONE_STEP_AUDIT.0)
+    one_step_sql(&format!("{guard}; {insert}; {snapshot}"), INSERT_AUDIT_FROM)
 });
 
 /// [`save`] as the call's whole write, in one step on SQLite, as
@@ -771,7 +774,7 @@ static SAVE_IN_ONE_STEP: LazyLock<OneStep> = LazyLock::new(|| {
     );
     one_step_sql(
         &format!("{guard}; {}; {update}", save_version(ONE_STEP_ROW)),
-        ONE_STEP_AUDIT.1,
+        SAVE_AUDIT_FROM,
     )
 });
 
