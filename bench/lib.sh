@@ -66,6 +66,27 @@ pg_prefill() {
 # cpu_ticks PID: the process's user and system time so far, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# thread_ticks PID: the server's CPU time so far (user and system, in clock
+# ticks) by kind of thread, as "serving writer checkpoint sqlx other": the
+# runtime's threads that parse, check and answer calls; SQLite's direct
+# writer and checkpoint threads (store::direct, store::checkpoint); sqlx's
+# SQLite connection threads; the rest. A thread that ended meanwhile is
+# not counted (the process's total, in the first table, is).
+thread_ticks() {
+  cat /proc/"$1"/task/*/stat 2>/dev/null | awk '
+    {
+      comm = $0; sub(/^[0-9]+ \(/, "", comm); sub(/\) .*$/, "", comm)
+      rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " ")
+      t = f[12] + f[13]   # stat fields 14 and 15 (utime, stime), counted after the name
+      if (comm ~ /^tokio/) s += t
+      else if (comm ~ /^loom-sqlite-wri/) w += t
+      else if (comm ~ /^loom-sqlite-che/) c += t
+      else if (comm ~ /^sqlx/) q += t
+      else o += t
+    }
+    END { print s + 0, w + 0, c + 0, q + 0, o + 0 }'
+}
+
 # machine_ticks: the machine's CPU time so far (/proc/stat's first line,
 # in clock ticks), as "user system idle iowait": user with nice, system
 # with interrupts, idle, waiting on I/O.

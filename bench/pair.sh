@@ -12,8 +12,11 @@
 # WORKLOAD is one of bench/run.sh's (get, set, create, search, http).
 # Prints a line per run: requests/s, p50 and p99 ms, errors, the server's
 # CPU µs a call (its threads' user and system time over the calls wrk
-# counted) and the machine's idle share, I/O wait included; fails when a
-# run's calls did. Needs wrk (installed when missing) and python3.
+# counted), that time on the serving threads, SQLite's writer thread and
+# its checkpoint thread (bench/lib.sh's thread_ticks: a change to one
+# thread's work shows there when the host's noise hides it in requests/s),
+# and the machine's idle share, I/O wait included; fails when a run's
+# calls did. Needs wrk (installed when missing) and python3.
 #
 # BENCH_CONNECTIONS (default 32) and BENCH_MEMORIES (default 100000) as
 # for bench/run.sh. PAIR_LOG is the servers' LOOM_LOG (default warn), e.g.
@@ -71,10 +74,10 @@ for bin in "$@"; do
   LOOM_DATABASE_URL="sqlite://$dir/run/loom.db" LOOM_PORT="$port" "$bin" serve >"$dir/$run.log" 2>&1 &
   pid=$!
   wait_ready "http://127.0.0.1:$port/readyz" 10 "$pid"
-  cpu0="$(cpu_ticks "$pid")"; machine0="$(machine_ticks)"
+  cpu0="$(cpu_ticks "$pid")"; threads0="$(thread_ticks "$pid")"; machine0="$(machine_ticks)"
   out="$(BENCH_WORKLOAD="$workload" wrk -t"$(nproc)" -c"$conns" -d"${seconds}s" --timeout 10s \
     -s bench/wrk.lua "http://127.0.0.1:$port" 2>"$dir/wrk.err" | grep '^RESULT' || true)"
-  cpu1="$(cpu_ticks "$pid")"; machine1="$(machine_ticks)"
+  cpu1="$(cpu_ticks "$pid")"; threads1="$(thread_ticks "$pid")"; machine1="$(machine_ticks)"
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
   if [ -z "$out" ]; then
     echo "run $run ($bin): wrk gave no result" >&2; cat "$dir/wrk.err" >&2; exit 1
@@ -82,11 +85,14 @@ for bin in "$@"; do
   read -r _ rps p50 p99 _ errs reqs <<<"$out"
   awk -v run="$run" -v bin="$bin" -v w="$workload" -v rps="$rps" -v p50="$p50" -v p99="$p99" \
     -v errs="$errs" -v n="$reqs" -v t="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
-    -v a="$machine0" -v b="$machine1" 'BEGIN {
+    -v a="$machine0" -v b="$machine1" -v ta="$threads0" -v tb="$threads1" 'BEGIN {
       split(a, x, " "); split(b, y, " "); total = 0
       for (i = 1; i <= 4; i++) total += y[i] - x[i]
-      printf "%d %s %s: %s/s p50 %s ms p99 %s ms errors %s/%s, server CPU %.1f us/call, idle %d%%\n",
-        run, bin, w, rps, p50, p99, errs, n, (n > 0 ? t / hz * 1e6 / n : 0),
+      split(ta, p, " "); split(tb, q, " ")
+      for (i = 1; i <= 3; i++) per[i] = (n > 0 ? (q[i] - p[i]) / hz * 1e6 / n : 0)
+      printf "%d %s %s: %s/s p50 %s ms p99 %s ms errors %s/%s, server CPU %.1f us/call " \
+        "(serving %.1f, writer %.1f, checkpoint %.1f), idle %d%%\n",
+        run, bin, w, rps, p50, p99, errs, n, (n > 0 ? t / hz * 1e6 / n : 0), per[1], per[2], per[3],
         100 * (y[3] - x[3] + y[4] - x[4]) / (total > 0 ? total : 1)
     }'
   # Figures of a run whose calls failed measure the failures.

@@ -53,27 +53,6 @@ rss_kb() { awk -v f="$2" '$1 == f":" {print $2}' "/proc/$1/status"; }
 declare -a rows=()
 ceiling_rps=""
 
-# thread_ticks PID: the server's CPU time so far (user and system, in clock
-# ticks) by kind of thread, as "serving writer checkpoint sqlx other": the
-# runtime's threads that parse, check and answer calls; SQLite's direct
-# writer and checkpoint threads (store::direct, store::checkpoint); sqlx's
-# SQLite connection threads; the rest. A thread that ended meanwhile is
-# not counted (the process's total, in the first table, is).
-thread_ticks() {
-  cat /proc/"$1"/task/*/stat 2>/dev/null | awk '
-    {
-      comm = $0; sub(/^[0-9]+ \(/, "", comm); sub(/\) .*$/, "", comm)
-      rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " ")
-      t = f[12] + f[13]   # stat fields 14 and 15 (utime, stime), counted after the name
-      if (comm ~ /^tokio/) s += t
-      else if (comm ~ /^loom-sqlite-wri/) w += t
-      else if (comm ~ /^loom-sqlite-che/) c += t
-      else if (comm ~ /^sqlx/) q += t
-      else o += t
-    }
-    END { print s + 0, w + 0, c + 0, q + 0, o + 0 }'
-}
-
 declare -a thread_rows=() machine_rows=()
 
 # db_ticks: the CPU time so far (user and system, in clock ticks) of this
