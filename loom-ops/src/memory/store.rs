@@ -479,10 +479,12 @@ const PATTERNS: &str =
     "SELECT pattern FROM blacklist WHERE org = $1 AND namespace = $2 ORDER BY pattern";
 
 /// [`SetView`] as point reads on the calling thread, in the one read
-/// snapshot [`Store::read_inline`] runs its reads in (SQLite); `None`
-/// where there are none. What it reads is committed; a group's writes not
-/// yet committed are not among it, so a write planned on it must be
-/// conditional ([`insert_in_one_step`], [`save_in_one_step`]).
+/// snapshot [`Store::read_inline`] runs its reads in (SQLite), handed to
+/// `then` with the connection, for what a write planned on the view asks
+/// of SQLite ([`fts_tokens`]) in the same read; `None` where there are
+/// none. What it reads is committed; a group's writes not yet committed
+/// are not among it, so a write planned on it must be conditional
+/// ([`insert_in_one_step`], [`save_in_one_step`]).
 ///
 /// The key's locks and the caller's row come from one walk of
 /// `memories_by_key` ([`KEY_ROWS`]), not a count of the locked rows and a
@@ -490,7 +492,12 @@ const PATTERNS: &str =
 /// every commit empties a reader's page cache, so each B-tree these reads
 /// walk is pages fetched again (bench/RESULTS.md, "Changes after
 /// 1a459e9").
-pub fn set_view_inline(store: &Store, cx: &OpCx, key: &str) -> Option<OpResult<SetView>> {
+pub fn set_view_inline<T>(
+    store: &Store,
+    cx: &OpCx,
+    key: &str,
+    then: impl FnOnce(&rusqlite::Connection, SetView) -> T,
+) -> Option<OpResult<T>> {
     store.read_inline(|conn| {
         let (org, namespace) = (&cx.scope.org, &cx.scope.namespace);
         let rows = all_rows(conn, &KEY_ROWS, &[org, namespace, &key], |r| {
@@ -504,12 +511,13 @@ pub fn set_view_inline(store: &Store, cx: &OpCx, key: &str) -> Option<OpResult<S
             .min();
         let own = rows.into_iter().find(|(r, _)| r.agent == cx.scope.agent);
         let own_id = own.as_ref().map(|&(_, id)| id);
-        Ok(SetView {
+        let view = SetView {
             locked_by,
             patterns,
             own: own.map(|(row, _)| row),
             own_id,
-        })
+        };
+        Ok(then(conn, view))
     })
 }
 
@@ -529,7 +537,7 @@ const INSERT_TOKENS: &str = "loom_fts_tokens($4, $5, $7)";
 /// ($1) and labels ($3), counted by SQLite.
 const UPDATE_TOKENS: &str = "loom_fts_tokens($15, $1, $3)";
 /// A one-step write's size for search: counted before the write, on the
-/// calling thread ([`fts_tokens_inline`]), and bound after its other
+/// calling thread ([`fts_tokens`]), and bound after its other
 /// parameters, as no SQL function may be called in one
 /// ([`crate::store::one_step_sql`]).
 const ONE_STEP_TOKENS: &str = "$22";
@@ -717,8 +725,8 @@ fn none_held(org: &str, namespace: &str, key: &str, content: &str) -> String {
 /// written, also when any agent's row of the key is locked or a blacklist
 /// pattern matches ([`none_held`]): the caller then takes the path that
 /// reads under the writer and says why. `tokens` is the row's size for
-/// search ([`fts_tokens_inline`]; `None` leaves it to be counted when the
-/// row is handed to the full-text index).
+/// search ([`fts_tokens`]; `None` leaves it to be counted when the row is
+/// handed to the full-text index).
 pub async fn insert_in_one_step(
     store: &Store,
     cx: &OpCx,
@@ -779,25 +787,22 @@ static SAVE_IN_ONE_STEP: LazyLock<OneStep> = LazyLock::new(|| {
 });
 
 /// The size for search (`memories.fts_tokens`) of the text `row` is
-/// written with, counted on the calling thread as SQLite counts it
-/// (`loom_fts_tokens`, loom-fts5), for a one-step write: the direct
-/// writer's thread, which every write waits for, is spared the tokenizing.
-/// `None` where it could not be counted here (no reads on the calling
-/// thread, or SQLite busy): the row is then counted when it is handed to
-/// the full-text index (migration 0017's `unsized`).
-pub fn fts_tokens_inline(store: &Store, row: &Row) -> Option<i64> {
-    const COUNT: &str = "SELECT loom_fts_tokens($1, $2, $3)";
-    let counted = store.read_inline(|conn| {
-        let values: [&dyn rusqlite::ToSql; 3] = [&row.memory_key, &row.content, &row.labels];
-        all_rows(conn, COUNT, &values, |r| r.get::<_, i64>(0))
-    })?;
-    match counted {
-        Ok(counts) => counts.first().copied(),
-        Err(e) => {
-            tracing::debug!(error = %e, "a memory's size for search is left to the index");
-            None
-        }
-    }
+/// written with, counted on `conn` as SQLite counts it (`loom_fts_tokens`,
+/// loom-fts5), for a one-step write, on the calling thread in the read it
+/// was planned on ([`set_view_inline`]): the direct writer's thread, which
+/// every write waits for, is spared the tokenizing. `None` where it could
+/// not be counted: the row is then counted when it is handed to the
+/// full-text index (migration 0017's `unsized`).
+pub fn fts_tokens(conn: &rusqlite::Connection, row: &Row) -> Option<i64> {
+    const COUNT: &str = "SELECT loom_fts_tokens(?1, ?2, ?3)";
+    let counted = conn.prepare_cached(COUNT).and_then(|mut count| {
+        count.query_row([&row.memory_key, &row.content, &row.labels], |r| r.get(0))
+    });
+    counted
+        .inspect_err(
+            |e| tracing::debug!(error = %e, "a memory's size for search is left to the index"),
+        )
+        .ok()
 }
 
 /// The `VERSION_CONFLICT` refusal, naming the version now current.
@@ -1458,9 +1463,17 @@ mod tests {
             cx
         };
 
+        // The size for search, counted as a one-step set counts it.
+        let counted = |row: &Row| {
+            store
+                .read_inline(|c| Ok(fts_tokens(c, row)))
+                .unwrap()
+                .unwrap()
+        };
+
         let first = row("the deploy window is friday", 1);
         // deploy, notes; the, deploy, window, is, friday; ops
-        assert_eq!(fts_tokens_inline(store, &first), Some(8));
+        assert_eq!(counted(&first), Some(8));
         assert!(
             insert_in_one_step(store, &cx(), &first, Some(8))
                 .await
@@ -1473,7 +1486,7 @@ mod tests {
         );
 
         let second = row("friday", 2);
-        let tokens = fts_tokens_inline(store, &second);
+        let tokens = counted(&second);
         assert_eq!(tokens, Some(4));
         let saved = cx();
         assert!(

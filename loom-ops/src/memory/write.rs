@@ -90,6 +90,15 @@ enum Plan {
     Unchanged(Row),
 }
 
+/// A one-step set's plan ([`set_in_one_step`]), made on the calling
+/// thread's read of the key: the plan, the caller's row id (a save finds
+/// the row by it) and the size for search of the row it writes.
+struct Planned {
+    plan: Plan,
+    own_id: Option<i64>,
+    tokens: Option<i64>,
+}
+
 /// A pinned memory takes no expiry (pinning removes one).
 fn refuse_expiring_a_pin(cur: &Row, expiry: Expiry) -> OpResult<()> {
     if cur.pinned != 0 && matches!(expiry, Expiry::At(_)) {
@@ -165,6 +174,32 @@ impl SetValues {
         })
     }
 
+    /// The one-step plan over `view`, read on `conn` (SQLite, the calling
+    /// thread): refused as the path under the writer refuses (a blacklist
+    /// pattern, then a lock), and with the size for search of the row it
+    /// writes counted in the same read.
+    fn plan_on_view(
+        &self,
+        conn: &rusqlite::Connection,
+        cx: &OpCx,
+        view: sql::SetView,
+    ) -> OpResult<Planned> {
+        blacklist::refuse_matching(view.patterns, &self.content)?;
+        if let Some(holder) = &view.locked_by {
+            return Err(locked(&self.key, holder));
+        }
+        let plan = self.plan(cx, view.own, now_ms())?;
+        let tokens = match &plan {
+            Plan::Insert(row) | Plan::Save { new: row, .. } => sql::fts_tokens(conn, row),
+            Plan::Unchanged(_) => None,
+        };
+        Ok(Planned {
+            plan,
+            own_id: view.own_id,
+            tokens,
+        })
+    }
+
     /// A new memory of these values: the fields not given take their
     /// defaults.
     fn fresh(&self, cx: &OpCx, now: i64) -> Row {
@@ -208,10 +243,12 @@ pub async fn set(store: &Store, cx: &OpCx, input: MemorySet) -> OpResult<MemoryW
     // the benchmark's load (bench/RESULTS.md).
     if store.writes_in_one_step(cx) {
         for _ in 0..ONE_STEP_TRIES {
-            let Some(view) = sql::set_view_inline(store, cx, &values.key) else {
+            let Some(planned) = sql::set_view_inline(store, cx, &values.key, |conn, view| {
+                values.plan_on_view(conn, cx, view)
+            }) else {
                 break;
             };
-            if let Some(done) = set_in_one_step(store, cx, &values, view?).await? {
+            if let Some(done) = set_in_one_step(store, cx, planned?).await? {
                 return Ok(done);
             }
         }
@@ -254,38 +291,36 @@ pub async fn set(store: &Store, cx: &OpCx, input: MemorySet) -> OpResult<MemoryW
 }
 
 /// `memory.set` on SQLite, planned on what the calling thread read
-/// (committed rows) and written in one step: one round trip to the writer
-/// instead of five ([`Store::write_in_one_step`]). `None`, with nothing
-/// written, when the write lost a race with one not yet committed or a
-/// row of the key was locked meanwhile.
+/// (committed rows, [`SetValues::plan_on_view`]) and written in one step:
+/// one round trip to the writer instead of five
+/// ([`Store::write_in_one_step`]). `None`, with nothing written, when the
+/// write lost a race with one not yet committed or a row of the key was
+/// locked meanwhile. The namespace is checked before what planning found.
 async fn set_in_one_step(
     store: &Store,
     cx: &OpCx,
-    values: &SetValues,
-    view: sql::SetView,
+    planned: OpResult<Planned>,
 ) -> OpResult<Option<MemoryWritten>> {
     require_namespace_in(store, cx).await?;
-    blacklist::refuse_matching(view.patterns, &values.content)?;
-    if let Some(holder) = &view.locked_by {
-        return Err(locked(&values.key, holder));
-    }
-    // A save is planned only over the caller's row, whose id the view read
-    // with it (0, no row's, would only stop the write).
-    let own_id = view.own_id.unwrap_or_default();
-    let done = match values.plan(cx, view.own, now_ms())? {
+    let Planned {
+        plan,
+        own_id,
+        tokens,
+    } = planned?;
+    let done = match plan {
         Plan::Unchanged(cur) => {
             store.audit_outcome(cx, "noop").await?;
             Some(written(&cur, false))
         }
-        Plan::Insert(row) => {
-            let tokens = sql::fts_tokens_inline(store, &row);
-            sql::insert_in_one_step(store, cx, &row, tokens)
-                .await?
-                .then(|| written(&row, true))
-        }
+        Plan::Insert(row) => sql::insert_in_one_step(store, cx, &row, tokens)
+            .await?
+            .then(|| written(&row, true)),
         Plan::Save { read_version, new } => {
-            let tokens = sql::fts_tokens_inline(store, &new);
-            sql::save_in_one_step(store, cx, (own_id, read_version), &new, "set", tokens)
+            // A save is planned only over the caller's row, read with its id.
+            let Some(id) = own_id else {
+                return Ok(None);
+            };
+            sql::save_in_one_step(store, cx, (id, read_version), &new, "set", tokens)
                 .await?
                 .then(|| written(&new, true))
         }
