@@ -7,7 +7,11 @@
 //! the benchmark's pre-fill, 6-18 after 20 seconds of writes. A search
 //! opens an iterator per word per segment, and walks them all: on 100,000
 //! memories a fully merged index served 22% more searches a second than
-//! the pre-filled one.
+//! the pre-filled one. Those merges are most of what the index costs a
+//! write (23% of the direct writer's samples under `memory.set`); wider
+//! ones (automerge 8) served 4-15% more sets, but the index they left
+//! searched at half the rate until merged (bench/RESULTS.md), so two it
+//! stays.
 //!
 //! Rewrites cost a search more than the segments they add. A changed
 //! memory's old words stay in the segment that holds them, cancelled by
