@@ -426,6 +426,104 @@ async fn protocol_header_host_origin_and_session_checks() {
     }
 }
 
+/// What a client sends wrong at the HTTP level: the protocol header twice,
+/// a session id that is not visible ASCII, a method `/mcp` does not serve.
+#[tokio::test]
+async fn odd_headers_and_methods_are_refused_as_the_spec_says() {
+    for t in servers(generous).await {
+        let token = admin(&t);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("claude-code", "2025-11-25").await;
+        let sid = c.session.clone().unwrap();
+        let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+        // every MCP-Protocol-Version sent is checked, whatever the order
+        for pair in [
+            ["2025-06-18", "1999-01-01"],
+            ["1999-01-01", "2025-06-18"],
+            ["2025-06-18", "2025-11-25"],
+        ] {
+            let a = t
+                .send(
+                    t.client
+                        .post(c.url())
+                        .bearer_auth(&token)
+                        .header("mcp-session-id", &sid)
+                        .header("mcp-protocol-version", pair[0])
+                        .header("mcp-protocol-version", pair[1])
+                        .json(&ping),
+                )
+                .await;
+            assert_eq!(
+                (a.status, a.body["error"]["code"].as_i64()),
+                (400, Some(-32022)),
+                "{pair:?}: {}",
+                a.text
+            );
+        }
+        let twice = t
+            .send(
+                c.post()
+                    .header("mcp-protocol-version", "2025-11-25")
+                    .json(&ping),
+            )
+            .await;
+        assert_eq!(twice.status, 200, "{}", twice.text);
+        // a session id that is not visible ASCII names no session Loom
+        // issued: unknown, as any other, and not echoed back
+        let odd = reqwest::header::HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap();
+        let a = t
+            .send(
+                t.client
+                    .post(c.url())
+                    .bearer_auth(&token)
+                    .header("mcp-session-id", odd.clone())
+                    .json(&ping),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.header("mcp-session-id")),
+            (404, None),
+            "{}",
+            a.text
+        );
+        let del = t
+            .send(
+                t.client
+                    .delete(c.url())
+                    .bearer_auth(&token)
+                    .header("mcp-session-id", odd),
+            )
+            .await;
+        assert_eq!((del.status, del.header("mcp-session-id")), (404, None));
+        // a method /mcp does not serve is refused as GET is: JSON, the
+        // methods it serves, the session named
+        for method in ["PUT", "PATCH", "OPTIONS"] {
+            let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+            let a = t
+                .send(
+                    t.client
+                        .request(method.clone(), c.url())
+                        .bearer_auth(&token)
+                        .header("mcp-session-id", &sid)
+                        .json(&ping),
+                )
+                .await;
+            assert_eq!(a.status, 405, "{method}: {}", a.text);
+            assert_eq!(a.header("allow"), Some("POST, DELETE"), "{method}");
+            assert_eq!(a.header("mcp-session-id"), Some(sid.as_str()), "{method}");
+            assert_eq!(
+                (&a.body["error"]["code"], &a.body["error"]["data"]["code"]),
+                (&json!(-32600), &json!("METHOD_NOT_ALLOWED")),
+                "{method}: {}",
+                a.text
+            );
+        }
+        // the session lives on through all of that
+        assert_eq!(c.request("ping", json!({})).await.status, 200);
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn bearer_rules_per_auth_mode() {
     for t in servers(generous).await {
@@ -1081,10 +1179,16 @@ async fn errors_are_results_the_model_can_act_on() {
             .await;
         assert_eq!(r["isError"], true);
         let text = r["content"][0]["text"].as_str().unwrap();
-        assert!(text.starts_with("memory.get: invalid arguments.\nmemory_key: Field required [missing]\nunknown 'key' — did you mean 'memory_key'?"), "{text}");
-        assert!(
-            text.ends_with("(validation: fix the arguments before retrying)"),
-            "{text}"
+        // the spec's own example, word for word, then the class in words
+        assert_eq!(
+            text,
+            "memory.get: invalid arguments.\n\
+             memory_key: Field required [missing]\n\
+             unknown 'key' — did you mean 'memory_key'?\n\
+             required: memory_key\n\
+             optional: if_version, include_recall_breakdown, as_of, fields, follow\n\
+             example: {\"memory_key\": \"deploy_window\"}\n\
+             (validation: fix the arguments before retrying)"
         );
         let s = &r["structuredContent"];
         assert_eq!(s["unknown"], json!({"key": "memory_key"}));
@@ -1121,6 +1225,23 @@ async fn errors_are_results_the_model_can_act_on() {
         assert_eq!(
             r["structuredContent"]["did_you_mean"],
             json!({"key": "memory_key"}),
+            "{r}"
+        );
+        // a key that is only a word of the idempotency key MCP takes out is
+        // no near miss of it: a write whose own arguments nothing like it
+        // is refused as unknown, naming no suggestion
+        let r = c
+            .call(
+                "loom_working_memory_set",
+                json!({"key": "w1", "content": "x", "run_id": "r1"}),
+            )
+            .await;
+        assert_eq!(
+            (
+                &r["structuredContent"]["code"],
+                &r["structuredContent"]["unknown"]
+            ),
+            (&json!("INVALID_ARGUMENTS"), &json!({"key": null})),
             "{r}"
         );
         // the example of an op that previews previews, and runs as it is:

@@ -254,9 +254,12 @@ impl Validator {
             .top
             .iter()
             .flat_map(|t| t.fields.iter().map(String::as_str));
+        // And only for a misspelling of the whole name: a key that is one
+        // of its words (`key`, of `_idempotency_key`) was meant as an
+        // argument of the op, which the check then names if it can.
         let unknown = args.keys().filter(|k| !takes(k)).find_map(|k| {
             let meant = *closest(k, own.clone().chain(extra.iter().copied()), 1).first()?;
-            extra.contains(&meant).then(|| Unknown {
+            (extra.contains(&meant) && misspelling(k, meant)).then(|| Unknown {
                 path: k.clone(),
                 suggestion: Some(meant.to_owned()),
             })
@@ -403,7 +406,8 @@ fn refusal(
     }
     text.push_str(&format!("\nrequired: {}", list_or_none(required)));
     text.push_str(&format!("\noptional: {}", list_or_none(optional)));
-    text.push_str(&format!("\nexample: {example}"));
+    text.push_str("\nexample: ");
+    text.push_str(&spaced(&example));
     LoomError::new(ErrorCode::InvalidArguments, text)
         .with_detail("op", op)
         .with_detail("errors", errors)
@@ -411,6 +415,43 @@ fn refusal(
         .with_detail("optional", optional.to_vec())
         .with_detail("unknown", Value::Object(unknown_map))
         .with_detail("example", example)
+}
+
+/// `value` as JSON text the way the documented refusal shows its example
+/// (`{"memory_key": "deploy_window"}`): a space after each `:` and `,`,
+/// as a person writes it and as most JSON a model has read is written.
+fn spaced(value: &Value) -> String {
+    /// serde_json's compact output with those two spaces.
+    struct Spaced;
+    impl serde_json::ser::Formatter for Spaced {
+        fn begin_array_value<W: ?Sized + std::io::Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
+            if first { Ok(()) } else { w.write_all(b", ") }
+        }
+        fn begin_object_key<W: ?Sized + std::io::Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
+            if first { Ok(()) } else { w.write_all(b", ") }
+        }
+        fn begin_object_value<W: ?Sized + std::io::Write>(
+            &mut self,
+            w: &mut W,
+        ) -> std::io::Result<()> {
+            w.write_all(b": ")
+        }
+    }
+    let mut text = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut text, Spaced);
+    // A `Value` always serializes, and into UTF-8.
+    match serde::Serialize::serialize(value, &mut ser) {
+        Ok(()) => String::from_utf8(text).unwrap_or_else(|_| value.to_string()),
+        Err(_) => value.to_string(),
+    }
 }
 
 /// The argument by which an op reports what it would change without
@@ -795,6 +836,13 @@ pub fn similarity(key: &str, field: &str) -> f64 {
     } else {
         edit.max(strsim::jaro_winkler(&k, &f) - 0.15)
     }
+}
+
+/// Whether `key` is `name` misspelt (or spelt with other separators or
+/// case): close by edit distance over the whole name, not by sharing a word.
+fn misspelling(key: &str, name: &str) -> bool {
+    let (k, n) = (normalize(key), normalize(name));
+    !k.is_empty() && strsim::normalized_damerau_levenshtein(&k, &n) >= SUGGEST_THRESHOLD
 }
 
 /// Up to `limit` candidates closest to `key` above the suggestion threshold,
@@ -1214,7 +1262,7 @@ mod tests {
              unknown 'key' — did you mean 'memory_key'?\n\
              required: memory_key\n\
              optional: if_version, include_recall_breakdown, as_of, fields, follow\n\
-             example: {\"memory_key\":\"deploy_window\"}"
+             example: {\"memory_key\": \"deploy_window\"}"
         );
         let d = err.detail();
         assert_eq!(d["unknown"], json!({"key": "memory_key"}));
@@ -1461,6 +1509,58 @@ mod tests {
         let v = validator::<Get>();
         let err = v.check("memory.get", &json!([1]), false).unwrap_err();
         assert!(err.message().contains("Input should be an object"));
+    }
+
+    /// A state-changing call's key is refused as a near miss of the
+    /// transport's idempotency key only when it misspells that key; a key
+    /// that is one of its words is left to the check, which names none of
+    /// the op's own arguments for it rather than the transport's.
+    #[test]
+    fn only_a_misspelt_idempotency_key_is_its_near_miss() {
+        let v = validator::<Complete>();
+        let extra = ["_idempotency_key"];
+        let args = |key: &str| {
+            let mut m = Map::new();
+            m.insert("run_id".into(), json!("r1"));
+            m.insert(key.into(), json!("k1"));
+            m
+        };
+        let refused = v
+            .near_miss_of("run.complete", &args("_idempotency_kye"), &extra)
+            .expect("a misspelling is a near miss");
+        assert_eq!(refused.code(), ErrorCode::UnknownArgument);
+        assert_eq!(
+            refused.detail()["did_you_mean"],
+            json!({"_idempotency_kye": "_idempotency_key"})
+        );
+        assert!(
+            v.near_miss_of("run.complete", &args("IdempotencyKey"), &extra)
+                .is_some()
+        );
+        for word in ["key", "idem_key"] {
+            assert!(
+                v.near_miss_of("run.complete", &args(word), &extra)
+                    .is_none(),
+                "{word}"
+            );
+        }
+        let err = v
+            .check(
+                "run.complete",
+                &json!({"run_id": "r1", "status": "failed", "key": "k1"}),
+                false,
+            )
+            .unwrap_err();
+        assert_eq!(err.detail()["unknown"], json!({"key": null}));
+    }
+
+    #[test]
+    fn an_example_reads_with_a_space_after_each_colon_and_comma() {
+        let example = json!({"a": [1, "x"], "b": {"c": null, "d": []}, "e": {}});
+        assert_eq!(
+            spaced(&example),
+            r#"{"a": [1, "x"], "b": {"c": null, "d": []}, "e": {}}"#
+        );
     }
 
     #[test]

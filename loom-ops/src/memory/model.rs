@@ -145,14 +145,14 @@ pub struct MemoryGet {
     /// Refuse with VERSION_CONFLICT unless this is the current version (not with as_of).
     #[schemars(range(min = 1))]
     pub if_version: Option<i64>,
+    /// Add who was served it and how often.
+    pub include_recall_breakdown: Option<bool>,
     /// RFC 3339: return the version current at that time (not with if_version).
     pub as_of: Option<String>,
     /// Only these output fields (memory_key is always returned).
     pub fields: Option<Vec<String>>,
     /// Also return the memories its content links as `[[memory_key]]`.
     pub follow: Option<bool>,
-    /// Add who was served it and how often.
-    pub include_recall_breakdown: Option<bool>,
     /// The namespace (default: the caller's).
     pub namespace: Option<String>,
     /// The agent (default: the caller, else any agent holding the key).

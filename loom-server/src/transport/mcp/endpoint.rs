@@ -77,7 +77,13 @@ pub fn router(app: Arc<App>) -> Router {
         *mcp.sweep.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
     }
     Router::new()
-        .route("/mcp", post(post_mcp).delete(delete_mcp).get(get_mcp))
+        .route(
+            "/mcp",
+            post(post_mcp)
+                .delete(delete_mcp)
+                .get(get_mcp)
+                .fallback(other_method),
+        )
         .with_state(mcp)
 }
 
@@ -221,6 +227,16 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> 
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// The `Mcp-Session-Id` the request names: `Err` when it sends one that is
+/// not visible ASCII, which names no session Loom issued (its ids are), so
+/// it is answered as an unknown session rather than as no session at all.
+fn session_header(headers: &HeaderMap) -> Result<Option<&str>, ()> {
+    match headers.get(&SESSION_ID) {
+        None => Ok(None),
+        Some(v) => v.to_str().map(Some).map_err(|_| ()),
+    }
+}
+
 /// The 403 for a foreign `Host` or `Origin`.
 /// An answer given before any message runs (boxed: a `Response` is large).
 type Early = Box<Response>;
@@ -241,24 +257,38 @@ fn check_host_and_origin(mcp: &Mcp, headers: &HeaderMap) -> Result<(), Early> {
 }
 
 /// The 400 / -32022 for an `MCP-Protocol-Version` Loom does not serve.
+/// Every value of the header is checked: a request that sends it twice is
+/// refused when either names a revision Loom does not serve, or when the
+/// two name different ones, whatever their order.
 fn check_protocol_header(
     headers: &HeaderMap,
     id: Option<&jsonrpc::Id>,
 ) -> Result<Option<Revision>, Early> {
-    let Some(raw) = headers.get(&PROTOCOL_VERSION) else {
-        return Ok(None);
-    };
-    let requested = raw.to_str().unwrap_or("").to_owned();
-    match Revision::parse(&requested) {
-        Some(r) => Ok(Some(r)),
-        None => Err(Box::new(rpc_error_response(
-            StatusCode::BAD_REQUEST,
-            id,
-            code::UNSUPPORTED_PROTOCOL_VERSION,
-            &format!("unsupported protocol version {requested:?}"),
-            Some(protocol::unsupported_data(&requested)),
-        ))),
+    let mut named = None;
+    for raw in headers.get_all(&PROTOCOL_VERSION) {
+        let requested = raw.to_str().unwrap_or("");
+        let refused = |message: String| {
+            Box::new(rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                id,
+                code::UNSUPPORTED_PROTOCOL_VERSION,
+                &message,
+                Some(protocol::unsupported_data(requested)),
+            ))
+        };
+        let Some(revision) = Revision::parse(requested) else {
+            return Err(refused(format!(
+                "unsupported protocol version {requested:?}"
+            )));
+        };
+        if named.is_some_and(|r| r != revision) {
+            return Err(refused(format!(
+                "conflicting MCP-Protocol-Version headers: {requested:?} and another"
+            )));
+        }
+        named = Some(revision);
     }
+    Ok(named)
 }
 
 /// Whether a method needs a bearer in this auth mode.
@@ -328,10 +358,11 @@ async fn post_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
 
 /// Every answer within a session names it, refusals included (a new
 /// session's `initialize` answer names its own); not the one saying the
-/// session is unknown.
+/// session is unknown, nor an id that is not visible ASCII (no session's).
 fn echo_session(session_id: Option<HeaderValue>, mut response: Response) -> Response {
     if let Some(id) = session_id
         && response.status() != StatusCode::NOT_FOUND
+        && id.to_str().is_ok()
     {
         response
             .headers_mut()
@@ -387,7 +418,9 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
     };
     let id = sole_id(&messages, batch);
 
-    let session_id = header_str(headers, &SESSION_ID).map(str::to_owned);
+    let Ok(session_id) = session_header(headers).map(|s| s.map(str::to_owned)) else {
+        return session_gone(id);
+    };
     let session = match &session_id {
         Some(sid) => match session::find(&mcp.sessions, &mcp.app.store, sid).await {
             Some(s) => Some(s),
@@ -499,7 +532,10 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
     if let Err(refusal) = check_protocol_header(&headers, None) {
         return *refusal;
     }
-    let Some(id) = header_str(&headers, &SESSION_ID).map(str::to_owned) else {
+    let Ok(id) = session_header(&headers) else {
+        return session_gone(None);
+    };
+    let Some(id) = id.map(str::to_owned) else {
         return rpc_error_response(
             StatusCode::BAD_REQUEST,
             None,
@@ -593,10 +629,30 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
 }
 
 async fn get_mcp(State(mcp): State<Arc<Mcp>>, headers: HeaderMap) -> Response {
-    if let Err(refusal) = check_host_and_origin(&mcp, &headers) {
+    not_served(
+        &mcp,
+        &headers,
+        "this server answers POST /mcp with JSON; it opens no event stream",
+    )
+}
+
+/// Any method but POST, DELETE and GET (HEAD is GET's): refused as GET is,
+/// in JSON with the methods served, not with the router's bare 405.
+async fn other_method(
+    State(mcp): State<Arc<Mcp>>,
+    method: axum::http::Method,
+    headers: HeaderMap,
+) -> Response {
+    let message =
+        format!("{method} /mcp is not served: POST a JSON-RPC message, or DELETE a session");
+    not_served(&mcp, &headers, &message)
+}
+
+/// The 405 for a method `/mcp` does not serve, naming the ones it does.
+fn not_served(mcp: &Mcp, headers: &HeaderMap, message: &str) -> Response {
+    if let Err(refusal) = check_host_and_origin(mcp, headers) {
         return *refusal;
     }
-    let message = "this server answers POST /mcp with JSON; it opens no event stream";
     let refusal = LoomError::new(ErrorCode::MethodNotAllowed, message);
     let mut response = rpc_error_response(
         StatusCode::METHOD_NOT_ALLOWED,
