@@ -225,16 +225,20 @@ async fn missing_and_invalid_tokens_are_401_with_the_right_challenge() {
             "{n}"
         );
 
-        // two Authorization headers are refused whatever they hold, the
-        // valid one first or second
+        // two Authorization headers are a malformed request whatever they
+        // hold, the valid one first or second (RFC 6750 §3.1)
         for pair in [[&good, "not.a.jwt"], ["not.a.jwt", &good], [&good, &good]] {
             let mut request = t.request("ops.capabilities", None);
             for token in pair {
                 request = request.header("authorization", format!("Bearer {token}"));
             }
             let a = t.send(request).await;
-            assert_envelope(&a, 401, "UNAUTHENTICATED", n);
-            assert_eq!(a.header("www-authenticate"), Some(CHALLENGE_INVALID), "{n}");
+            assert_envelope(&a, 400, "BAD_REQUEST", n);
+            assert_eq!(
+                a.header("www-authenticate"),
+                Some("Bearer realm=\"loom\", error=\"invalid_request\""),
+                "{n}"
+            );
         }
 
         let mut bad: Vec<(&str, String)> = Vec::new();

@@ -518,6 +518,26 @@ async fn odd_headers_and_methods_are_refused_as_the_spec_says() {
                 a.text
             );
         }
+        // two bearers are a malformed request (RFC 6750 §3.1), as on /v1
+        let a = t
+            .send(
+                t.client
+                    .post(c.url())
+                    .bearer_auth(&token)
+                    .header("authorization", format!("Bearer {token}"))
+                    .json(&ping),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.header("www-authenticate")),
+            (
+                400,
+                Some("Bearer realm=\"loom\", error=\"invalid_request\"")
+            ),
+            "{}",
+            a.text
+        );
+        assert_eq!(a.body["error"]["data"]["code"], "BAD_REQUEST", "{}", a.text);
         // the session lives on through all of that
         assert_eq!(c.request("ping", json!({})).await.status, 200);
         t.server.shutdown().await;

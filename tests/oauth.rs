@@ -475,6 +475,9 @@ async fn registration_rules() {
             ("http://app.example.com/cb", "http off loopback"),
             ("https://app.example.com/cb#x", "fragment"),
             ("/cb", "relative"),
+            ("https:///cb", "no host as written"),
+            ("https://app.example.com:0/cb", "port 0"),
+            ("http://127.0.0.1:0/cb", "loopback port 0"),
         ] {
             let a = register(&t, serde_json::json!({"redirect_uris": [uri]})).await;
             assert_eq!(
@@ -677,9 +680,16 @@ async fn deny_and_authorize_refusals() {
         let n = t.name();
         add_user(&t, "ana", Role::Viewer).await;
         let client_id = register_client(&t, "App", "http://127.0.0.1/callback").await;
+        let a = register(
+            &t,
+            serde_json::json!({"client_name": "Two", "redirect_uris": [REDIRECT, "http://[::1]/cb"]}),
+        )
+        .await;
+        let two = a.body["client_id"].as_str().unwrap().to_owned();
         let ch = challenge(VERIFIER);
         let b = browser();
-        // Unknown client, unregistered redirect: an error page, never a redirect.
+        // Unknown client, unregistered redirect, none named by a client that
+        // registered two: an error page, never a redirect.
         for params in [
             vec![
                 ("response_type", "code"),
@@ -704,7 +714,7 @@ async fn deny_and_authorize_refusals() {
             ],
             vec![
                 ("response_type", "code"),
-                ("client_id", client_id.as_str()),
+                ("client_id", two.as_str()),
                 ("code_challenge", ch.as_str()),
                 ("code_challenge_method", "S256"),
             ],
@@ -727,6 +737,8 @@ async fn deny_and_authorize_refusals() {
                 vec![("response_type", "token")],
                 "unsupported_response_type",
             ),
+            // missing, as any required parameter (RFC 6749 §4.1.2.1)
+            (vec![("response_type", "")], "invalid_request"),
             (
                 vec![("resource", "https://other.example/mcp")],
                 "invalid_target",
@@ -840,6 +852,115 @@ async fn deny_and_authorize_refusals() {
         )
         .await;
         assert_eq!(p.status, 400, "{n}");
+        t.server.shutdown().await;
+    }
+}
+
+/// OAuth 2.1 §4.1.1 and RFC 6749 §2.3.1, §5.2 where a client leans on
+/// them: the one registered redirect URI left out, a state that is no
+/// text, and a client that names itself in `Authorization: Basic`.
+#[tokio::test]
+async fn a_client_may_lean_on_what_the_rfcs_allow() {
+    for t in servers(oauth_on).await {
+        let n = t.name();
+        add_user(&t, "ana", Role::Viewer).await;
+        let client_id = register_client(&t, "App", REDIRECT).await;
+        let ch = challenge(VERIFIER);
+        let b = browser();
+        // The one redirect URI a client registered may go unnamed: the
+        // sign-in goes on, and the code comes back to it.
+        let mut params = standard(&client_id, &ch);
+        params.retain(|(k, _)| *k != "redirect_uri");
+        let p = sign_in_flow(&t, &b, &params, "ana").await;
+        assert_eq!(p.status, 303, "{n}: {}", p.text);
+        assert!(p.location().starts_with(REDIRECT), "{n}: {}", p.location());
+        let code = query_of(p.location())["code"].clone();
+        // A public client naming itself in Basic, with no secret and no
+        // client_id in the body, exchanges it.
+        let basic = |id: &str, secret: &str| {
+            let pair = format!("{id}:{secret}");
+            format!(
+                "Basic {}",
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pair)
+            )
+        };
+        let form = [
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("code_verifier", VERIFIER),
+        ];
+        let a = t
+            .send(
+                t.client
+                    .post(format!("{}/oauth/token", t.url()))
+                    .header("authorization", basic(&client_id, ""))
+                    .form(&form),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{n}: {}", a.text);
+        assert!(a.body["access_token"].is_string(), "{n}");
+        // A secret (none was issued) or an unknown client: 401 invalid_client
+        // with a challenge, as every 401 carries.
+        for (authorization, body_id) in [
+            (Some(basic(&client_id, "s3cret")), None),
+            (Some(basic("nope", "")), None),
+            (None, Some("nope")),
+        ] {
+            let mut form = vec![("grant_type", "refresh_token"), ("refresh_token", "x")];
+            form.extend(body_id.map(|id| ("client_id", id)));
+            let mut r = t.client.post(format!("{}/oauth/token", t.url()));
+            if let Some(v) = &authorization {
+                r = r.header("authorization", v);
+            }
+            let a = t.send(r.form(&form)).await;
+            assert_eq!(
+                (
+                    a.status,
+                    a.body["error"].as_str(),
+                    a.header("www-authenticate")
+                ),
+                (401, Some("invalid_client"), Some("Basic realm=\"loom\"")),
+                "{n} {authorization:?} {body_id:?}: {}",
+                a.text
+            );
+        }
+        // Two names for the client that differ: a malformed request.
+        let a = t
+            .send(
+                t.client
+                    .post(format!("{}/oauth/token", t.url()))
+                    .header("authorization", basic(&client_id, ""))
+                    .form(&[
+                        ("grant_type", "refresh_token"),
+                        ("refresh_token", "x"),
+                        ("client_id", "other"),
+                    ]),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.body["error"].as_str()),
+            (400, Some("invalid_request")),
+            "{n}: {}",
+            a.text
+        );
+        // A state that does not decode to UTF-8 could not come back as
+        // sent: a page, before anything, never a redirect.
+        let query = format!(
+            "response_type=code&client_id={client_id}&redirect_uri={}&code_challenge={ch}\
+             &code_challenge_method=S256&state=%FF%FE",
+            url::form_urlencoded::byte_serialize(REDIRECT.as_bytes()).collect::<String>()
+        );
+        let p = page(b.get(format!("{}/oauth/authorize?{query}", t.url()))).await;
+        assert_eq!(p.status, 400, "{n}: {}", p.text);
+        assert!(p.headers.get("location").is_none(), "{n}");
+        // U+FFFD sent as such is text like any other.
+        let p = page(b.get(format!(
+            "{}/oauth/authorize?{}",
+            t.url(),
+            query.replace("%FF%FE", "%EF%BF%BD")
+        )))
+        .await;
+        assert_eq!(p.status, 200, "{n}: {}", p.text);
         t.server.shutdown().await;
     }
 }

@@ -170,8 +170,10 @@ pub async fn start(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Re
     let o = oauth(&app);
     let params = form_pairs(query.as_deref().unwrap_or("").as_bytes());
     // Until client and redirect URI are trusted, every failure is a page;
-    // a NUL could be in either, so it is one before anything is looked up.
-    if let Err(fault @ FormFault::Nul(_)) = &params {
+    // a NUL or bytes that are no text could be in either (or in the state,
+    // which could then not come back as sent), so it is one before anything
+    // is looked up.
+    if let Err(fault @ (FormFault::Nul(_) | FormFault::NotUtf8(_))) = &params {
         return pages::error(StatusCode::BAD_REQUEST, &format!("the request's {fault}"));
     }
     let all: Vec<(String, String)> =
@@ -201,7 +203,12 @@ pub async fn start(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Re
         }
         Err(e) => return server_error(&e),
     };
-    let Some(redirect_uri) = single("redirect_uri") else {
+    // Optional where the client registered only one (OAuth 2.1 §4.1.1).
+    let sole = match client.redirect_uris.as_slice() {
+        [only] if !all.iter().any(|(k, _)| k == "redirect_uri") => Some(only.clone()),
+        _ => None,
+    };
+    let Some(redirect_uri) = single("redirect_uri").or(sole) else {
         return pages::error(
             StatusCode::BAD_REQUEST,
             "the request names no redirect_uri, or names it twice",
@@ -229,8 +236,10 @@ pub async fn start(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Re
     let err = |error: &str, description: &str| {
         refuse_request(o, &redirect_uri, state.as_deref(), error, description)
     };
-    if params.get("response_type").map(String::as_str) != Some("code") {
-        return err("unsupported_response_type", "response_type must be code");
+    match params.get("response_type").map(String::as_str) {
+        Some("code") => {}
+        None => return err("invalid_request", "response_type is required (code)"),
+        Some(_) => return err("unsupported_response_type", "response_type must be code"),
     }
     let Some(challenge) = params.get("code_challenge") else {
         return err(

@@ -334,6 +334,10 @@ pub enum FormFault {
     /// OAuth value holds one, and PostgreSQL's text cannot store one, so
     /// it is the request's mistake rather than a failed lookup.
     Nul(String),
+    /// A parameter whose name or value decodes to bytes that are not
+    /// UTF-8: read as text it would change (each bad byte a U+FFFD), and a
+    /// `state` must come back byte for byte or not at all.
+    NotUtf8(String),
 }
 
 impl std::fmt::Display for FormFault {
@@ -345,23 +349,37 @@ impl std::fmt::Display for FormFault {
                 "parameter {} holds a NUL character",
                 name.replace('\0', "%00")
             ),
+            FormFault::NotUtf8(name) => write!(f, "parameter {name} is not UTF-8 text"),
         }
     }
 }
 
 /// Decodes `application/x-www-form-urlencoded` pairs (a query string or a
-/// form body), refusing a repeated parameter or a NUL anywhere.
+/// form body), refusing a repeated parameter, a NUL anywhere, or a name or
+/// value that does not decode to UTF-8.
 pub fn form_pairs(raw: &[u8]) -> Result<HashMap<String, String>, FormFault> {
     let mut out = HashMap::new();
     for (k, v) in form_urlencoded::parse(raw) {
         if k.contains('\0') || v.contains('\0') {
             return Err(FormFault::Nul(k.into_owned()));
         }
+        // The parser reads what is not UTF-8 as U+FFFD; one the request did
+        // not send (escaped or not) stands for bytes that were no text.
+        if (k.contains('\u{FFFD}') || v.contains('\u{FFFD}')) && !sent_replacement(raw) {
+            return Err(FormFault::NotUtf8(k.into_owned()));
+        }
         if out.insert(k.to_string(), v.to_string()).is_some() {
             return Err(FormFault::Repeated(k.into_owned()));
         }
     }
     Ok(out)
+}
+
+/// Whether a form holds U+FFFD as sent (its UTF-8 bytes, raw or escaped),
+/// rather than as the decoder's stand-in for bytes that are not UTF-8.
+fn sent_replacement(raw: &[u8]) -> bool {
+    let escaped = String::from_utf8_lossy(raw).to_ascii_uppercase();
+    raw.windows(3).any(|w| w == "\u{FFFD}".as_bytes()) || escaped.contains("%EF%BF%BD")
 }
 
 /// Adds the headers every OAuth answer carries: never cached.

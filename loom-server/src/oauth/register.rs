@@ -65,7 +65,12 @@ pub fn check_redirect_uri(raw: &str) -> Result<(), String> {
             let authority = raw
                 .get(scheme.len()..scheme.len() + 3)
                 .is_some_and(|s| s == "://");
-            if !authority || raw.contains('\\') {
+            // `https:///cb` parses as the host `cb`: the host is read as
+            // written, right after `//`.
+            let written_host = raw
+                .get(scheme.len() + 3..)
+                .is_some_and(|rest| !rest.starts_with(['/', '?', ':', '@']) && !rest.is_empty());
+            if !authority || raw.contains('\\') || !written_host {
                 return Err(format!(
                     "must be written {scheme}://host/path, with no backslash"
                 ));
@@ -73,6 +78,9 @@ pub fn check_redirect_uri(raw: &str) -> Result<(), String> {
             let host = url.host_str().unwrap_or_default();
             if host.is_empty() {
                 return Err("must name a host".into());
+            }
+            if url.port() == Some(0) {
+                return Err("must not name port 0".into());
             }
             if !url.username().is_empty() || url.password().is_some() {
                 return Err("must not carry credentials".into());

@@ -2,7 +2,8 @@
 //! public clients (no client secret; PKCE S256 on every code).
 //!
 //! - The body must be `application/x-www-form-urlencoded`, and no parameter
-//!   may repeat.
+//!   may repeat. The client names itself by `client_id` in it, or in
+//!   `Authorization: Basic` with an empty secret.
 //! - A code is single use and lives `LOOM_OAUTH_CODE_TTL_SECS` (60 s). The
 //!   first exchange attempt burns it, whatever its outcome (a wrong verifier
 //!   included); a second use answers `invalid_grant` and revokes every
@@ -62,6 +63,67 @@ fn valid_verifier(v: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
 }
 
+/// RFC 6749 §5.2's 401 `invalid_client`, with the challenge every 401
+/// carries (RFC 9110 §15.5.2): the scheme a client may identify itself by
+/// in `Authorization`.
+fn invalid_client(description: &str) -> Response {
+    let mut r = json_error(StatusCode::UNAUTHORIZED, "invalid_client", description);
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static("Basic realm=\"loom\""),
+    );
+    r
+}
+
+/// The client a request names in `Authorization: Basic` (RFC 6749 §2.3.1:
+/// the id and secret form-encoded, then base64), if it does. Loom's
+/// clients are public (`token_endpoint_auth_method` `none`), so this only
+/// identifies one, as `client_id` in the body does, for a library that
+/// sends it there by default; a secret is refused, as none was issued.
+fn basic_client(headers: &HeaderMap) -> Result<Option<String>, Box<Response>> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    let malformed = || {
+        Box::new(invalid_client(
+            "the Authorization header is not Basic <client_id:> in base64",
+        ))
+    };
+    if values.next().is_some() {
+        return Err(Box::new(invalid_request("send one Authorization header")));
+    }
+    let text = value.to_str().map_err(|_| malformed())?;
+    let (scheme, encoded) = text.trim().split_once(' ').ok_or_else(malformed)?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return Err(malformed());
+    }
+    let decoded =
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded.trim())
+            .map_err(|_| malformed())?;
+    let (id, secret) = decoded
+        .iter()
+        .position(|&b| b == b':')
+        .map(|i| (&decoded[..i], &decoded[i + 1..]))
+        .ok_or_else(malformed)?;
+    let form_decoded = |raw: &[u8]| -> String {
+        form_urlencoded::parse(&[b"x=".as_slice(), raw].concat())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    if !secret.is_empty() {
+        return Err(Box::new(invalid_client(
+            "this client has no secret: public clients send their client_id alone",
+        )));
+    }
+    let id = form_decoded(id);
+    if id.is_empty() || id.contains(['\0', '\u{FFFD}']) {
+        return Err(malformed());
+    }
+    Ok(Some(id))
+}
+
 /// The refusal of a `scope` other than `loom`, if any.
 fn scope_refusal(form: &HashMap<String, String>) -> Option<Response> {
     match form.get("scope") {
@@ -111,20 +173,29 @@ pub async fn token(
         Ok(f) => f,
         Err(fault) => return invalid_request(&fault.to_string()),
     };
-    let Some(client_id) = form.get("client_id").filter(|c| !c.is_empty()) else {
-        return invalid_request(
-            "client_id is required (public clients identify themselves with it)",
-        );
+    let basic = match basic_client(&headers) {
+        Ok(b) => b,
+        Err(refusal) => return *refusal,
     };
-    let client = match app.store.oauth_client(client_id).await {
-        Ok(Some(client)) => client,
-        Ok(None) => {
-            return json_error(
-                StatusCode::UNAUTHORIZED,
-                "invalid_client",
-                "unknown client_id",
+    let body_id = form
+        .get("client_id")
+        .map(String::as_str)
+        .filter(|c| !c.is_empty());
+    let client_id = match (basic.as_deref(), body_id) {
+        (Some(a), Some(b)) if a != b => {
+            return invalid_request("the client_id in the body is not the one in Authorization");
+        }
+        (Some(id), _) | (None, Some(id)) => id.to_owned(),
+        (None, None) => {
+            return invalid_request(
+                "client_id is required (public clients identify themselves with it)",
             );
         }
+    };
+    let client_id = client_id.as_str();
+    let client = match app.store.oauth_client(client_id).await {
+        Ok(Some(client)) => client,
+        Ok(None) => return invalid_client("unknown client_id"),
         Err(e) => return server_error(&e),
     };
     match form.get("grant_type").map(String::as_str) {

@@ -14,23 +14,41 @@ use crate::app::App;
 pub const CHALLENGE: &str = "Bearer realm=\"loom\"";
 /// The challenge on a 401 when the bearer sent is not valid.
 pub const CHALLENGE_INVALID: &str = "Bearer realm=\"loom\", error=\"invalid_token\"";
+/// The challenge on a 400 for a request that sends its credentials amiss
+/// (RFC 6750 §3.1 `invalid_request`: more than one of them).
+pub const CHALLENGE_MALFORMED: &str = "Bearer realm=\"loom\", error=\"invalid_request\"";
 
 /// A refused authentication: the error, and for a 401 whether the
 /// `WWW-Authenticate` challenge the transport sends ([`AuthRefusal::challenge`])
 /// says `invalid_token`.
 #[derive(Debug)]
 pub struct AuthRefusal {
-    /// UNAUTHENTICATED (401) or NOT_READY (503, with a wait).
+    /// UNAUTHENTICATED (401), BAD_REQUEST (400) or NOT_READY (503, with a
+    /// wait).
     pub error: LoomError,
-    /// On a 401: whether a bearer was sent and refused.
-    invalid_token: Option<bool>,
+    /// The `WWW-Authenticate` challenge it goes with; none on a 503.
+    challenge: Option<Challenge>,
+}
+
+/// Which challenge an [`AuthRefusal`] sends.
+#[derive(Clone, Copy, Debug)]
+enum Challenge {
+    /// No bearer: the challenge without `error`.
+    Missing,
+    /// A bearer that failed a check: `error="invalid_token"`.
+    InvalidToken,
+    /// Credentials sent amiss: `error="invalid_request"`.
+    InvalidRequest,
 }
 
 impl AuthRefusal {
-    /// The `WWW-Authenticate` value to send with a 401 from `resource`.
+    /// The `WWW-Authenticate` value to send with the refusal from `resource`.
     pub fn challenge(&self, app: &App, resource: crate::oauth::Protected) -> Option<&'static str> {
-        self.invalid_token
-            .map(|invalid| crate::oauth::challenge(app, resource, invalid))
+        Some(match self.challenge? {
+            Challenge::Missing => crate::oauth::challenge(app, resource, false),
+            Challenge::InvalidToken => crate::oauth::challenge(app, resource, true),
+            Challenge::InvalidRequest => CHALLENGE_MALFORMED,
+        })
     }
 }
 
@@ -40,7 +58,7 @@ fn missing() -> AuthRefusal {
             ErrorCode::Unauthenticated,
             "a bearer token is required (Authorization: Bearer <token>)",
         ),
-        invalid_token: Some(false),
+        challenge: Some(Challenge::Missing),
     }
 }
 
@@ -55,15 +73,15 @@ fn refused(why: &str, message: &str) -> AuthRefusal {
     tracing::info!(reason = why, "bearer token refused");
     AuthRefusal {
         error: LoomError::new(ErrorCode::Unauthenticated, message),
-        invalid_token: Some(true),
+        challenge: Some(Challenge::InvalidToken),
     }
 }
 
 /// Authenticates one call from its headers' one `Authorization` value
-/// ([`check_bearer`]). A request carrying two is refused as an invalid
-/// token whatever they hold: which one a proxy or a log in front of the
-/// server read is anyone's guess, and taking the first let a valid token
-/// ride along with any other.
+/// ([`check_bearer`]). A request carrying two is malformed whatever they
+/// hold (RFC 6750 §3.1: 400 `invalid_request`): which one a proxy or a log
+/// in front of the server read is anyone's guess, and taking the first let
+/// a valid token ride along with any other.
 pub fn authenticate(
     app: &App,
     headers: &axum::http::HeaderMap,
@@ -71,10 +89,17 @@ pub fn authenticate(
     let mut values = headers.get_all(axum::http::header::AUTHORIZATION).iter();
     let first = values.next();
     if values.next().is_some() && app.config.auth_required {
-        return Err(refused(
-            "more than one Authorization header",
-            "the request carries more than one Authorization header; send one bearer token",
-        ));
+        tracing::info!(
+            reason = "more than one Authorization header",
+            "bearer token refused"
+        );
+        return Err(AuthRefusal {
+            error: LoomError::new(
+                ErrorCode::BadRequest,
+                "the request carries more than one Authorization header; send one bearer token",
+            ),
+            challenge: Some(Challenge::InvalidRequest),
+        });
     }
     check_bearer(app, first.map(axum::http::HeaderValue::as_bytes))
 }
@@ -122,7 +147,7 @@ pub fn check_bearer(
                     "the server is starting: credentials cannot be checked yet",
                 )
                 .with_retry_after(Duration::from_secs(1)),
-                invalid_token: None,
+                challenge: None,
             });
         }
         Some(true) => return Err(invalid("revoked jti")),
