@@ -358,15 +358,18 @@ impl std::fmt::Display for FormFault {
 /// form body), refusing a repeated parameter, a NUL anywhere, or a name or
 /// value that does not decode to UTF-8.
 pub fn form_pairs(raw: &[u8]) -> Result<HashMap<String, String>, FormFault> {
+    // The parser below reads bytes that are not UTF-8 as U+FFFD, so they
+    // are looked for as sent.
+    if let Some(pair) = raw.split(|&b| b == b'&').find(|p| !decodes_to_utf8(p)) {
+        let name = pair.split(|&b| b == b'=').next().unwrap_or_default();
+        return Err(FormFault::NotUtf8(
+            String::from_utf8_lossy(name).into_owned(),
+        ));
+    }
     let mut out = HashMap::new();
     for (k, v) in form_urlencoded::parse(raw) {
         if k.contains('\0') || v.contains('\0') {
             return Err(FormFault::Nul(k.into_owned()));
-        }
-        // The parser reads what is not UTF-8 as U+FFFD; one the request did
-        // not send (escaped or not) stands for bytes that were no text.
-        if (k.contains('\u{FFFD}') || v.contains('\u{FFFD}')) && !sent_replacement(raw) {
-            return Err(FormFault::NotUtf8(k.into_owned()));
         }
         if out.insert(k.to_string(), v.to_string()).is_some() {
             return Err(FormFault::Repeated(k.into_owned()));
@@ -375,11 +378,30 @@ pub fn form_pairs(raw: &[u8]) -> Result<HashMap<String, String>, FormFault> {
     Ok(out)
 }
 
-/// Whether a form holds U+FFFD as sent (its UTF-8 bytes, raw or escaped),
-/// rather than as the decoder's stand-in for bytes that are not UTF-8.
-fn sent_replacement(raw: &[u8]) -> bool {
-    let escaped = String::from_utf8_lossy(raw).to_ascii_uppercase();
-    raw.windows(3).any(|w| w == "\u{FFFD}".as_bytes()) || escaped.contains("%EF%BF%BD")
+/// Whether a form's `name=value` pair, as sent (`+` for a space, `%XX`
+/// escapes), decodes to UTF-8.
+fn decodes_to_utf8(pair: &[u8]) -> bool {
+    let hex = |b: Option<&u8>| b.and_then(|&b| char::from(b).to_digit(16));
+    let mut bytes = Vec::with_capacity(pair.len());
+    let mut i = 0;
+    while i < pair.len() {
+        match (pair[i], hex(pair.get(i + 1)), hex(pair.get(i + 2))) {
+            (b'%', Some(high), Some(low)) => {
+                // Two hex digits: at most 255.
+                bytes.push((high * 16 + low) as u8);
+                i += 3;
+            }
+            (b'+', ..) => {
+                bytes.push(b' ');
+                i += 1;
+            }
+            (b, ..) => {
+                bytes.push(b);
+                i += 1;
+            }
+        }
+    }
+    std::str::from_utf8(&bytes).is_ok()
 }
 
 /// Adds the headers every OAuth answer carries: never cached.
@@ -463,6 +485,30 @@ mod tests {
             form_pairs(b"a%00=1").unwrap_err().to_string(),
             "parameter a%00 holds a NUL character"
         );
+    }
+
+    #[test]
+    fn a_value_that_is_no_text_is_refused_and_one_that_is_kept() {
+        for (raw, name) in [
+            (b"state=%FF%FE".as_slice(), "state"),
+            (b"a=1&state=x%C3".as_slice(), "state"),
+            (b"a=1&st%FFate=x".as_slice(), "st%FFate"),
+            (b"a=1&b=\xff".as_slice(), "b"),
+        ] {
+            assert_eq!(
+                form_pairs(raw).unwrap_err(),
+                FormFault::NotUtf8(name.into()),
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+        // U+FFFD and other text sent as such, escaped or not, a stray `%`
+        // kept as the parser keeps it
+        let ok = form_pairs("a=%EF%BF%BD&b=\u{FFFD}&c=caf%C3%A9+x&d=100%".as_bytes()).unwrap();
+        assert_eq!(ok["a"], "\u{FFFD}");
+        assert_eq!(ok["b"], "\u{FFFD}");
+        assert_eq!(ok["c"], "café x");
+        assert_eq!(ok["d"], "100%");
     }
 
     #[test]
