@@ -244,6 +244,25 @@ async fn framing_batches_and_methods() {
             c.request("prompts/get", json!({"name": "x"})).await.body["error"]["code"],
             -32602
         );
+        // arguments are an object of strings (the primer reads none)
+        for (arguments, code) in [
+            (json!({"topic": "deploys"}), None),
+            (json!("x"), Some(-32602)),
+            (json!({"a": 1}), Some(-32602)),
+        ] {
+            let g = c
+                .request(
+                    "prompts/get",
+                    json!({"name": "loom", "arguments": arguments}),
+                )
+                .await;
+            assert_eq!(
+                g.body["error"]["code"].as_i64(),
+                code,
+                "{arguments}: {}",
+                g.text
+            );
+        }
         let r = c.request("resources/list", json!({})).await;
         assert_eq!(r.body["result"]["resources"][0]["uri"], "loom://primer");
         let r = c.request("resources/templates/list", json!({})).await;

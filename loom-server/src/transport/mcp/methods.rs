@@ -121,6 +121,17 @@ async fn other_request(
                     "unknown prompt {name:?}; the only prompt is \"loom\""
                 )));
             }
+            // The schema's `arguments` is an object of strings; the primer
+            // takes none, so any such object is ignored, anything else refused.
+            match params.get("arguments") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(args)) if args.values().all(Value::is_string) => {}
+                Some(_) => {
+                    return Err(invalid_params(
+                        "prompts/get arguments must be an object of strings",
+                    ));
+                }
+            }
             let text = primer_text(mcp, conn).await;
             Ok(json!({
                 "description": "The Loom session primer.",
