@@ -899,6 +899,26 @@ async fn a_client_may_lean_on_what_the_rfcs_allow() {
             .await;
         assert_eq!(a.status, 200, "{n}: {}", a.text);
         assert!(a.body["access_token"].is_string(), "{n}");
+        // A bearer sent along is no client credential: ignored, the body's
+        // client_id naming the client (the refresh token is what fails).
+        let a = t
+            .send(
+                t.client
+                    .post(format!("{}/oauth/token", t.url()))
+                    .bearer_auth(a.body["access_token"].as_str().unwrap())
+                    .form(&[
+                        ("grant_type", "refresh_token"),
+                        ("refresh_token", "x"),
+                        ("client_id", client_id.as_str()),
+                    ]),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.body["error"].as_str()),
+            (400, Some("invalid_grant")),
+            "{n}: {}",
+            a.text
+        );
         // A secret (none was issued) or an unknown client: 401 invalid_client
         // with a challenge, as every 401 carries.
         for (authorization, body_id) in [

@@ -80,44 +80,49 @@ fn invalid_client(description: &str) -> Response {
 /// clients are public (`token_endpoint_auth_method` `none`), so this only
 /// identifies one, as `client_id` in the body does, for a library that
 /// sends it there by default; a secret is refused, as none was issued.
+/// Another scheme is not a client's credential and is ignored, as it was
+/// before Basic was read (a client library may send its bearer along).
 fn basic_client(headers: &HeaderMap) -> Result<Option<String>, Box<Response>> {
-    let mut values = headers.get_all(header::AUTHORIZATION).iter();
-    let Some(value) = values.next() else {
-        return Ok(None);
+    let basic: Vec<&str> = headers
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| {
+            let (scheme, rest) = v.trim().split_once(' ').unwrap_or((v.trim(), ""));
+            scheme.eq_ignore_ascii_case("basic").then_some(rest)
+        })
+        .collect();
+    let encoded = match basic.as_slice() {
+        [] => return Ok(None),
+        [one] => one.trim(),
+        _ => {
+            return Err(Box::new(invalid_request(
+                "send one Authorization: Basic header",
+            )));
+        }
     };
     let malformed = || {
         Box::new(invalid_client(
             "the Authorization header is not Basic <client_id:> in base64",
         ))
     };
-    if values.next().is_some() {
-        return Err(Box::new(invalid_request("send one Authorization header")));
-    }
-    let text = value.to_str().map_err(|_| malformed())?;
-    let (scheme, encoded) = text.trim().split_once(' ').ok_or_else(malformed)?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return Err(malformed());
-    }
-    let decoded =
-        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded.trim())
-            .map_err(|_| malformed())?;
+    let decoded = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded)
+        .map_err(|_| malformed())?;
     let (id, secret) = decoded
         .iter()
         .position(|&b| b == b':')
         .map(|i| (&decoded[..i], &decoded[i + 1..]))
         .ok_or_else(malformed)?;
-    let form_decoded = |raw: &[u8]| -> String {
-        form_urlencoded::parse(&[b"x=".as_slice(), raw].concat())
-            .next()
-            .map(|(_, v)| v.into_owned())
-            .unwrap_or_default()
-    };
     if !secret.is_empty() {
         return Err(Box::new(invalid_client(
             "this client has no secret: public clients send their client_id alone",
         )));
     }
-    let id = form_decoded(id);
+    // Form-encoded inside the base64 (RFC 6749 §2.3.1).
+    let id = form_urlencoded::parse(&[b"x=".as_slice(), id].concat())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
     if id.is_empty() || id.contains(['\0', '\u{FFFD}']) {
         return Err(malformed());
     }
