@@ -184,6 +184,19 @@ async fn code_for(t: &TestServer, client_id: &str, username: &str) -> String {
     query_of(p.location())["code"].clone()
 }
 
+/// A token request with this `Authorization` header (`None`: none).
+async fn token_call_as(
+    t: &TestServer,
+    authorization: Option<&str>,
+    form: &[(&str, &str)],
+) -> loom_tests::Answer {
+    let mut r = t.client.post(format!("{}/oauth/token", t.url()));
+    if let Some(v) = authorization {
+        r = r.header("authorization", v);
+    }
+    t.send(r.form(form)).await
+}
+
 async fn token_call(t: &TestServer, form: &[(&str, &str)]) -> loom_tests::Answer {
     t.send(t.client.post(format!("{}/oauth/token", t.url())).form(form))
         .await
@@ -889,30 +902,22 @@ async fn a_client_may_lean_on_what_the_rfcs_allow() {
             ("code", code.as_str()),
             ("code_verifier", VERIFIER),
         ];
-        let a = t
-            .send(
-                t.client
-                    .post(format!("{}/oauth/token", t.url()))
-                    .header("authorization", basic(&client_id, ""))
-                    .form(&form),
-            )
-            .await;
+        let a = token_call_as(&t, Some(&basic(&client_id, "")), &form).await;
         assert_eq!(a.status, 200, "{n}: {}", a.text);
         assert!(a.body["access_token"].is_string(), "{n}");
         // A bearer sent along is no client credential: ignored, the body's
         // client_id naming the client (the refresh token is what fails).
-        let a = t
-            .send(
-                t.client
-                    .post(format!("{}/oauth/token", t.url()))
-                    .bearer_auth(a.body["access_token"].as_str().unwrap())
-                    .form(&[
-                        ("grant_type", "refresh_token"),
-                        ("refresh_token", "x"),
-                        ("client_id", client_id.as_str()),
-                    ]),
-            )
-            .await;
+        let bearer = format!("Bearer {}", a.body["access_token"].as_str().unwrap());
+        let a = token_call_as(
+            &t,
+            Some(&bearer),
+            &[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", "x"),
+                ("client_id", client_id.as_str()),
+            ],
+        )
+        .await;
         assert_eq!(
             (a.status, a.body["error"].as_str()),
             (400, Some("invalid_grant")),
@@ -928,11 +933,7 @@ async fn a_client_may_lean_on_what_the_rfcs_allow() {
         ] {
             let mut form = vec![("grant_type", "refresh_token"), ("refresh_token", "x")];
             form.extend(body_id.map(|id| ("client_id", id)));
-            let mut r = t.client.post(format!("{}/oauth/token", t.url()));
-            if let Some(v) = &authorization {
-                r = r.header("authorization", v);
-            }
-            let a = t.send(r.form(&form)).await;
+            let a = token_call_as(&t, authorization.as_deref(), &form).await;
             assert_eq!(
                 (
                     a.status,
@@ -945,18 +946,16 @@ async fn a_client_may_lean_on_what_the_rfcs_allow() {
             );
         }
         // Two names for the client that differ: a malformed request.
-        let a = t
-            .send(
-                t.client
-                    .post(format!("{}/oauth/token", t.url()))
-                    .header("authorization", basic(&client_id, ""))
-                    .form(&[
-                        ("grant_type", "refresh_token"),
-                        ("refresh_token", "x"),
-                        ("client_id", "other"),
-                    ]),
-            )
-            .await;
+        let a = token_call_as(
+            &t,
+            Some(&basic(&client_id, "")),
+            &[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", "x"),
+                ("client_id", "other"),
+            ],
+        )
+        .await;
         assert_eq!(
             (a.status, a.body["error"].as_str()),
             (400, Some("invalid_request")),

@@ -423,20 +423,24 @@ fn refusal(
 fn spaced(value: &Value) -> String {
     /// serde_json's compact output with those two spaces.
     struct Spaced;
+    /// What goes before an item of an array or an object.
+    fn before_item<W: ?Sized + std::io::Write>(w: &mut W, first: bool) -> std::io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
     impl serde_json::ser::Formatter for Spaced {
         fn begin_array_value<W: ?Sized + std::io::Write>(
             &mut self,
             w: &mut W,
             first: bool,
         ) -> std::io::Result<()> {
-            if first { Ok(()) } else { w.write_all(b", ") }
+            before_item(w, first)
         }
         fn begin_object_key<W: ?Sized + std::io::Write>(
             &mut self,
             w: &mut W,
             first: bool,
         ) -> std::io::Result<()> {
-            if first { Ok(()) } else { w.write_all(b", ") }
+            before_item(w, first)
         }
         fn begin_object_value<W: ?Sized + std::io::Write>(
             &mut self,
