@@ -18,9 +18,8 @@ pub const CHALLENGE_INVALID: &str = "Bearer realm=\"loom\", error=\"invalid_toke
 /// (RFC 6750 §3.1 `invalid_request`: more than one of them).
 pub const CHALLENGE_MALFORMED: &str = "Bearer realm=\"loom\", error=\"invalid_request\"";
 
-/// A refused authentication: the error, and for a 401 whether the
-/// `WWW-Authenticate` challenge the transport sends ([`AuthRefusal::challenge`])
-/// says `invalid_token`.
+/// A refused authentication: the error, and which `WWW-Authenticate`
+/// challenge the transport sends with it ([`AuthRefusal::challenge`]).
 #[derive(Debug)]
 pub struct AuthRefusal {
     /// UNAUTHENTICATED (401), BAD_REQUEST (400) or NOT_READY (503, with a
