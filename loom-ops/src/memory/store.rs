@@ -459,11 +459,9 @@ pub struct SetView {
     pub locked_by: Option<String>,
     /// The namespace's blacklist patterns, in order.
     pub patterns: Vec<String>,
-    /// The caller's own row, deleted or not.
-    pub own: Option<Row>,
-    /// Its id (`memories.id`), which a one-step write finds it by
-    /// ([`save_in_one_step`]).
-    pub own_id: Option<i64>,
+    /// The caller's own row, deleted or not, and its id (`memories.id`),
+    /// which a one-step write finds it by ([`save_in_one_step`]).
+    pub own: Option<(Row, i64)>,
 }
 
 /// The key's rows in the namespace, every agent's, deleted or not
@@ -510,12 +508,10 @@ pub fn set_view_inline<T>(
             .map(|(r, _)| r.agent.clone())
             .min();
         let own = rows.into_iter().find(|(r, _)| r.agent == cx.scope.agent);
-        let own_id = own.as_ref().map(|&(_, id)| id);
         let view = SetView {
             locked_by,
             patterns,
-            own: own.map(|(row, _)| row),
-            own_id,
+            own,
         };
         Ok(then(conn, view))
     })
@@ -752,7 +748,7 @@ static INSERT_IN_ONE_STEP: LazyLock<OneStep> = LazyLock::new(|| {
 });
 
 /// [`save`] as the call's whole write, in one step on SQLite, as
-/// [`insert_in_one_step`]: of the row `id` ([`SetView::own_id`]) at
+/// [`insert_in_one_step`]: of the row `id` ([`SetView::own`]) at
 /// `read_version`.
 pub async fn save_in_one_step(
     store: &Store,

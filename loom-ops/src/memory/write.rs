@@ -188,14 +188,15 @@ impl SetValues {
         if let Some(holder) = &view.locked_by {
             return Err(locked(&self.key, holder));
         }
-        let plan = self.plan(cx, view.own, now_ms())?;
+        let (own, own_id) = view.own.unzip();
+        let plan = self.plan(cx, own, now_ms())?;
         let tokens = match &plan {
             Plan::Insert(row) | Plan::Save { new: row, .. } => sql::fts_tokens(conn, row),
             Plan::Unchanged(_) => None,
         };
         Ok(Planned {
             plan,
-            own_id: view.own_id,
+            own_id,
             tokens,
         })
     }

@@ -378,30 +378,10 @@ pub fn form_pairs(raw: &[u8]) -> Result<HashMap<String, String>, FormFault> {
     Ok(out)
 }
 
-/// Whether a form's `name=value` pair, as sent (`+` for a space, `%XX`
-/// escapes), decodes to UTF-8.
+/// Whether a form's `name=value` pair, as sent, decodes to UTF-8 (a `+`
+/// for a space is ASCII either way).
 fn decodes_to_utf8(pair: &[u8]) -> bool {
-    let hex = |b: Option<&u8>| b.and_then(|&b| char::from(b).to_digit(16));
-    let mut bytes = Vec::with_capacity(pair.len());
-    let mut i = 0;
-    while i < pair.len() {
-        match (pair[i], hex(pair.get(i + 1)), hex(pair.get(i + 2))) {
-            (b'%', Some(high), Some(low)) => {
-                // Two hex digits: at most 255.
-                bytes.push((high * 16 + low) as u8);
-                i += 3;
-            }
-            (b'+', ..) => {
-                bytes.push(b' ');
-                i += 1;
-            }
-            (b, ..) => {
-                bytes.push(b);
-                i += 1;
-            }
-        }
-    }
-    std::str::from_utf8(&bytes).is_ok()
+    percent_encoding::percent_decode(pair).decode_utf8().is_ok()
 }
 
 /// Adds the headers every OAuth answer carries: never cached.

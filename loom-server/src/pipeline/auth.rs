@@ -76,6 +76,15 @@ fn refused(why: &str, message: &str) -> AuthRefusal {
     }
 }
 
+/// Credentials sent amiss, whatever they hold: 400 `invalid_request`.
+fn malformed(why: &str, message: &str) -> AuthRefusal {
+    tracing::info!(reason = why, "bearer token refused");
+    AuthRefusal {
+        error: LoomError::new(ErrorCode::BadRequest, message),
+        challenge: Some(Challenge::InvalidRequest),
+    }
+}
+
 /// Authenticates one call from its headers' one `Authorization` value
 /// ([`check_bearer`]). A request carrying two is malformed whatever they
 /// hold (RFC 6750 §3.1: 400 `invalid_request`): which one a proxy or a log
@@ -88,17 +97,10 @@ pub fn authenticate(
     let mut values = headers.get_all(axum::http::header::AUTHORIZATION).iter();
     let first = values.next();
     if values.next().is_some() && app.config.auth_required {
-        tracing::info!(
-            reason = "more than one Authorization header",
-            "bearer token refused"
-        );
-        return Err(AuthRefusal {
-            error: LoomError::new(
-                ErrorCode::BadRequest,
-                "the request carries more than one Authorization header; send one bearer token",
-            ),
-            challenge: Some(Challenge::InvalidRequest),
-        });
+        return Err(malformed(
+            "more than one Authorization header",
+            "the request carries more than one Authorization header; send one bearer token",
+        ));
     }
     check_bearer(app, first.map(axum::http::HeaderValue::as_bytes))
 }
