@@ -76,6 +76,19 @@ fn assert_envelope(a: &loom_tests::Answer, status: u16, code: &str, name: &str) 
         e["message"].is_string() && e["category"].is_string() && e["retryable"].is_boolean(),
         "{name}: {e}"
     );
+    // A valid token refused for what its caller may do says so in its
+    // challenge (RFC 6750 §3.1); no other refusal but the 401s and the 400
+    // of credentials sent amiss carries one.
+    let challenge = a.header("www-authenticate");
+    match code {
+        "AUTH_INSUFFICIENT" | "NAMESPACE_NOT_ACCESSIBLE" | "ORG_MISMATCH" => assert_eq!(
+            challenge,
+            Some("Bearer realm=\"loom\", error=\"insufficient_scope\""),
+            "{name}"
+        ),
+        "UNAUTHENTICATED" | "BAD_REQUEST" => {}
+        _ => assert_eq!(challenge, None, "{name} {code}"),
+    }
 }
 
 #[tokio::test]

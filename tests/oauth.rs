@@ -371,6 +371,36 @@ async fn discovery_documents_come_from_the_configured_issuer() {
                 "{n}"
             );
         }
+        // A valid token refused for what its caller may do is a 403 that
+        // says so (`insufficient_scope`, RFC 6750 §3.1) and names the same
+        // metadata and scope.
+        t.create_namespace("acme", "team").await;
+        let viewer = t.token("acme", "ana", Role::Viewer, &["team"]);
+        for (op, body, code) in [
+            (
+                "grants.set",
+                serde_json::json!({"subject": "bo", "role": "writer"}),
+                "AUTH_INSUFFICIENT",
+            ),
+            (
+                "grants.list",
+                serde_json::json!({"org": "globex"}),
+                "ORG_MISMATCH",
+            ),
+        ] {
+            let a = t.post(op, Some(&viewer), body).await;
+            assert_eq!((a.status, a.code()), (403, code), "{n}: {}", a.text);
+            assert_eq!(
+                a.header("www-authenticate"),
+                Some(
+                    format!(
+                        "Bearer realm=\"loom\", error=\"insufficient_scope\", resource_metadata=\"{root}\", scope=\"loom\""
+                    )
+                    .as_str()
+                ),
+                "{n}"
+            );
+        }
         let served = t.send(t.client.get(&root)).await;
         assert_eq!(served.body["resource"], issuer.as_str(), "{n}");
         assert_eq!(t.send(t.client.get(&prm)).await.status, 200, "{n}");

@@ -47,7 +47,9 @@ use sha2::{Digest, Sha256};
 
 use crate::app::App;
 use crate::config::Config;
-use crate::pipeline::auth::{CHALLENGE, CHALLENGE_INVALID};
+use crate::pipeline::auth::{
+    CHALLENGE, CHALLENGE_INSUFFICIENT, CHALLENGE_INVALID, CHALLENGE_MALFORMED, Challenge,
+};
 
 /// The only scope Loom grants: access as the signed-in user. Roles and
 /// namespaces come from the user's account, not from scopes.
@@ -66,9 +68,11 @@ pub struct OAuth {
     pub resource_id: String,
     /// Where the protected-resource metadata of [`OAuth::resource_id`] is served.
     pub resource_metadata_url: String,
-    /// The 401 challenges: `[resource][invalid_token]`, the resource
-    /// [`Protected::Mcp`] or [`Protected::Server`].
-    challenges: [[&'static str; 2]; 2],
+    /// The 401 and 403 challenges: `[resource][kind]`, the resource
+    /// [`Protected::Mcp`] or [`Protected::Server`], the kind
+    /// [`Challenge::Missing`], [`Challenge::InvalidToken`] or
+    /// [`Challenge::InsufficientScope`].
+    challenges: [[&'static str; 3]; 2],
     register_window: Mutex<(Instant, u32)>,
     secure_cookies: bool,
     /// The OpenID Connect provider sign-in is delegated to, if it is.
@@ -107,16 +111,9 @@ impl OAuth {
                     .into_boxed_str(),
             )
         };
-        let challenges = [
-            [
-                leak(CHALLENGE, &resource_metadata_url),
-                leak(CHALLENGE_INVALID, &resource_metadata_url),
-            ],
-            [
-                leak(CHALLENGE, &root_metadata_url),
-                leak(CHALLENGE_INVALID, &root_metadata_url),
-            ],
-        ];
+        let challenges = [&resource_metadata_url, &root_metadata_url].map(|url| {
+            [CHALLENGE, CHALLENGE_INVALID, CHALLENGE_INSUFFICIENT].map(|c| leak(c, url))
+        });
         Ok(Some(Arc::new(OAuth {
             secure_cookies: issuer.starts_with("https://"),
             issuer,
@@ -165,15 +162,19 @@ pub enum Protected {
     Server = 1,
 }
 
-/// The `WWW-Authenticate` value of a 401: `invalid_token` when a bearer was
-/// sent and refused, none when no bearer was sent. With OAuth on it also
-/// names the metadata of the resource refused (`resource_metadata="…"`,
-/// RFC 9728 §5.1), which is how a client finds where to sign in.
-pub fn challenge(app: &App, resource: Protected, invalid_token: bool) -> &'static str {
-    match (&app.oauth, invalid_token) {
-        (Some(o), invalid) => o.challenges[resource as usize][usize::from(invalid)],
-        (None, false) => CHALLENGE,
-        (None, true) => CHALLENGE_INVALID,
+/// The `WWW-Authenticate` value of a refusal: on a 401 `invalid_token`
+/// when a bearer was sent and refused, no `error` when none was sent; on a
+/// 403 `insufficient_scope`; on a 400 `invalid_request`. With OAuth on the
+/// 401s and 403s also name the metadata of the resource refused
+/// (`resource_metadata="…"`, RFC 9728 §5.1), which is how a client finds
+/// where to sign in, and the scope a token needs.
+pub fn challenge(app: &App, resource: Protected, kind: Challenge) -> &'static str {
+    match (&app.oauth, kind) {
+        (_, Challenge::InvalidRequest) => CHALLENGE_MALFORMED,
+        (Some(o), kind) => o.challenges[resource as usize][kind as usize],
+        (None, Challenge::Missing) => CHALLENGE,
+        (None, Challenge::InvalidToken) => CHALLENGE_INVALID,
+        (None, Challenge::InsufficientScope) => CHALLENGE_INSUFFICIENT,
     }
 }
 

@@ -17,6 +17,9 @@ pub const CHALLENGE_INVALID: &str = "Bearer realm=\"loom\", error=\"invalid_toke
 /// The challenge on a 400 for a request that sends its credentials amiss
 /// (RFC 6750 §3.1 `invalid_request`: more than one of them).
 pub const CHALLENGE_MALFORMED: &str = "Bearer realm=\"loom\", error=\"invalid_request\"";
+/// The challenge on a 403 for a valid token that may not do what it asked
+/// (RFC 6750 §3.1 `insufficient_scope`).
+pub const CHALLENGE_INSUFFICIENT: &str = "Bearer realm=\"loom\", error=\"insufficient_scope\"";
 
 /// A refused authentication: the error, and which `WWW-Authenticate`
 /// challenge the transport sends with it ([`AuthRefusal::challenge`]).
@@ -29,25 +32,46 @@ pub struct AuthRefusal {
     challenge: Option<Challenge>,
 }
 
-/// Which challenge an [`AuthRefusal`] sends.
-#[derive(Clone, Copy, Debug)]
-enum Challenge {
-    /// No bearer: the challenge without `error`.
-    Missing,
-    /// A bearer that failed a check: `error="invalid_token"`.
-    InvalidToken,
-    /// Credentials sent amiss: `error="invalid_request"`.
-    InvalidRequest,
+/// Which `WWW-Authenticate` challenge a refusal sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Challenge {
+    /// No bearer (401): the challenge without `error`.
+    Missing = 0,
+    /// A bearer that failed a check (401): `error="invalid_token"`.
+    InvalidToken = 1,
+    /// A valid bearer whose caller may not do what it asked (403):
+    /// `error="insufficient_scope"`.
+    InsufficientScope = 2,
+    /// Credentials sent amiss (400): `error="invalid_request"`.
+    InvalidRequest = 3,
 }
 
 impl AuthRefusal {
     /// The `WWW-Authenticate` value to send with the refusal from `resource`.
     pub fn challenge(&self, app: &App, resource: crate::oauth::Protected) -> Option<&'static str> {
-        Some(match self.challenge? {
-            Challenge::Missing => crate::oauth::challenge(app, resource, false),
-            Challenge::InvalidToken => crate::oauth::challenge(app, resource, true),
-            Challenge::InvalidRequest => CHALLENGE_MALFORMED,
-        })
+        Some(crate::oauth::challenge(app, resource, self.challenge?))
+    }
+}
+
+/// The challenge a refusal of an authenticated call sends:
+/// `insufficient_scope` for a caller whose role, namespaces or org do not
+/// reach what it asked (RFC 6750 §3.1; MCP 2025-11-25, "Runtime
+/// Insufficient Scope Errors"), none for any other. Over MCP the same
+/// refusals are the tool's result, not an HTTP 403.
+pub fn forbidden_challenge(
+    app: &App,
+    resource: crate::oauth::Protected,
+    error: &LoomError,
+) -> Option<&'static str> {
+    match error.code() {
+        ErrorCode::AuthInsufficient
+        | ErrorCode::NamespaceNotAccessible
+        | ErrorCode::OrgMismatch => Some(crate::oauth::challenge(
+            app,
+            resource,
+            Challenge::InsufficientScope,
+        )),
+        _ => None,
     }
 }
 

@@ -378,6 +378,10 @@ async fn call_op(
             }
             response
         }
-        Err(e) => error_response(&e, None),
+        Err(e) => {
+            let challenge =
+                pipeline::auth::forbidden_challenge(&app, crate::oauth::Protected::Server, &e);
+            error_response(&e, challenge)
+        }
     }
 }
