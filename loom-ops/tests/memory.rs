@@ -1134,6 +1134,134 @@ async fn apply_dry_run_reports_exactly_what_the_real_run_changes() {
     }
 }
 
+/// An apply changes at most 1,000 memories a call, the first in key order,
+/// and says there is more; the same call again goes on from there, for an
+/// action whose rows leave the filter (delete) and for one whose rows stay
+/// in it unchanged (label).
+#[tokio::test]
+async fn apply_changes_a_thousand_at_a_time_and_says_there_is_more() {
+    for h in common::all().await {
+        let n = h.name();
+        for i in 0..1003 {
+            h.call(
+                "memory.set",
+                json!({"memory_key": format!("bulk/{i:04}"), "content": format!("note {i}")}),
+            )
+            .await
+            .unwrap();
+        }
+        h.call("memory.pin", json!({"memory_key": "bulk/0001"}))
+            .await
+            .unwrap();
+        let keys = |a: &Value| -> Vec<String> {
+            serde_json::from_value(a["memory_keys"].clone()).unwrap()
+        };
+        let label =
+            json!({"action": "label", "labels": ["old"], "filter": {"key_prefix": "bulk/"}});
+        let first = h.call("memory.apply", label.clone()).await.unwrap();
+        let expect: Vec<String> = (0..1000).map(|i| format!("bulk/{i:04}")).collect();
+        assert_eq!(
+            (keys(&first), &first["more"]),
+            (expect, &json!(true)),
+            "{n}"
+        );
+        let rest = h.call("memory.apply", label.clone()).await.unwrap();
+        assert_eq!(
+            (keys(&rest), &rest["more"]),
+            (
+                vec![
+                    "bulk/1000".to_owned(),
+                    "bulk/1001".into(),
+                    "bulk/1002".into()
+                ],
+                &json!(false)
+            ),
+            "{n}"
+        );
+        let again = h.call("memory.apply", label).await.unwrap();
+        assert_eq!(
+            (keys(&again).len(), &again["more"]),
+            (0, &json!(false)),
+            "{n}"
+        );
+
+        // The pinned memory is kept and reported, and does not count.
+        let delete = json!({"action": "delete", "filter": {"labels": ["old"]}});
+        let mut dry = delete.clone();
+        dry["dry_run"] = json!(true);
+        let planned = h.call("memory.apply", dry).await.unwrap();
+        let first = h.call("memory.apply", delete.clone()).await.unwrap();
+        assert_eq!(first["memory_keys"], planned["memory_keys"], "{n}");
+        assert_eq!(
+            (keys(&first).len(), &first["more"]),
+            (1000, &json!(true)),
+            "{n}"
+        );
+        assert_eq!(
+            keys(&first).last().map(String::as_str),
+            Some("bulk/1000"),
+            "{n}"
+        );
+        assert_eq!(
+            first["skipped"],
+            json!([{"memory_key": "bulk/0001", "agent": "alice", "reason": "pinned"}]),
+            "{n}"
+        );
+        let rest = h.call("memory.apply", delete).await.unwrap();
+        assert_eq!(
+            (keys(&rest), &rest["more"]),
+            (
+                vec!["bulk/1001".to_owned(), "bulk/1002".into()],
+                &json!(false)
+            ),
+            "{n}"
+        );
+        let (live,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM memories WHERE memory_key LIKE 'bulk/%' AND deleted = 0",
+        )
+        .fetch_one(h.store().reader())
+        .await
+        .unwrap();
+        assert_eq!(live, 1, "{n}: only the pinned memory is left");
+    }
+}
+
+/// A blacklist's sweep deletes at most 1,000 memories a call too, and the
+/// same call again, the pattern held already, sweeps on.
+#[tokio::test]
+async fn a_sweep_deletes_a_thousand_at_a_time_and_says_there_is_more() {
+    for h in common::all().await {
+        let n = h.name();
+        for i in 0..1002 {
+            h.call(
+                "memory.set",
+                json!({"memory_key": format!("s/{i:04}"), "content": format!("sweep me {i}")}),
+            )
+            .await
+            .unwrap();
+        }
+        let add = json!({"pattern": "sweep me", "sweep": true});
+        let first = h.call("blacklist.add", add.clone()).await.unwrap();
+        let removed = first["removed"].as_array().unwrap();
+        assert_eq!(
+            (removed.len(), &first["more"], &first["added"]),
+            (1000, &json!(true), &json!(true)),
+            "{n}"
+        );
+        assert_eq!(removed[999]["memory_key"], "s/0999", "{n}");
+        let rest = h.call("blacklist.add", add).await.unwrap();
+        assert_eq!(
+            (&rest["removed"], &rest["more"], &rest["added"]),
+            (
+                &json!([{"memory_key": "s/1000", "agent": "alice"}, {"memory_key": "s/1001", "agent": "alice"}]),
+                &json!(false),
+                &json!(false)
+            ),
+            "{n}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn list_reads_across_agents_in_key_order_with_paging() {
     for h in common::all().await {

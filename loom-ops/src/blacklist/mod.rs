@@ -25,8 +25,9 @@ pub const MAX_PATTERNS: usize = 256;
 /// memory.update whose content matches fails with BLACKLISTED.
 /// Case-insensitive; with * or ? a glob over the whole content, else a
 /// substring. sweep: true also soft-deletes the matching memories and
-/// reports them. blacklist.list shows the patterns; an admin takes one off
-/// with blacklist.remove.
+/// reports them, at most 1,000 a call (more: true means call it again).
+/// blacklist.list shows the patterns; an admin takes one off with
+/// blacklist.remove.
 #[loom_op(role = "writer", audit, destructive, toolsets(core))]
 async fn add(cx: &OpCx, input: BlacklistAdd) -> OpResult<BlacklistAdded> {
     let store = cx.service::<Store>()?;
@@ -72,6 +73,7 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
     }
     let added = !held && store::insert(tx.conn(), cx, pattern, now).await?;
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
+    let mut more = false;
     if input.sweep {
         // Held until the commit on PostgreSQL, as memory.apply holds its
         // rows: a write of one meanwhile waits instead of failing the sweep.
@@ -102,6 +104,11 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
                 kept.push(swept);
                 continue;
             }
+            // A bulk change's bound; the same call again sweeps on.
+            if removed.len() == crate::memory::MAX_BULK_CHANGES {
+                more = true;
+                break;
+            }
             let mut new = row.clone();
             new.deleted = 1;
             new.updated_ms = now;
@@ -122,6 +129,7 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
         added,
         removed,
         kept,
+        more,
     })
 }
 

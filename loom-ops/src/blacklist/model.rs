@@ -39,6 +39,9 @@ pub struct BlacklistAdded {
     pub removed: Vec<SweptMemory>,
     /// Matching memories the sweep kept, with why.
     pub kept: Vec<SweptMemory>,
+    /// The sweep matched more than one call deletes (1,000 memories, the
+    /// first in key order): the same call again deletes the next.
+    pub more: bool,
 }
 
 /// Arguments of `blacklist.list`.

@@ -147,10 +147,15 @@ pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<App
     };
     let mut changes: Vec<(Row, Row)> = Vec::new();
     let mut skipped = Vec::new();
+    let mut more = false;
     for row in rows {
         let key_locked = locked.contains(&row.memory_key)
             || (row.agent != caller && own.contains(&row.memory_key));
         match plan(input.action, &add, &row, key_locked, now) {
+            Step::Change(_) if changes.len() == super::MAX_BULK_CHANGES => {
+                more = true;
+                break;
+            }
             Step::Change(mut new) => {
                 if input.action == ApplyAction::Lock {
                     locked.insert(row.memory_key.clone());
@@ -203,5 +208,6 @@ pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<App
         memory_keys,
         changed,
         skipped,
+        more,
     })
 }

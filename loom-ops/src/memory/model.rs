@@ -419,6 +419,9 @@ pub struct Applied {
     pub changed: Vec<AppliedMemory>,
     /// Matching rows left alone, with why.
     pub skipped: Vec<AppliedMemory>,
+    /// The filter matched more than one call changes (1,000 memories, the
+    /// first in key order): the same call again changes the next.
+    pub more: bool,
 }
 
 /// Arguments of `memory.search`.
