@@ -1134,6 +1134,60 @@ async fn apply_dry_run_reports_exactly_what_the_real_run_changes() {
     }
 }
 
+/// A change naming no agent means the caller's own row; once that row is
+/// deleted, a retry of the delete finds it gone rather than deleting the
+/// next agent's row, until another agent's row changes after it.
+#[tokio::test]
+async fn a_retried_delete_does_not_reach_another_agents_row() {
+    for h in common::all().await {
+        let n = h.name();
+        h.call(
+            "memory.set",
+            json!({"memory_key": "mix", "content": "alice's"}),
+        )
+        .await
+        .unwrap();
+        h.call_as(
+            "bob",
+            "memory.set",
+            json!({"memory_key": "mix", "content": "bob's"}),
+        )
+        .await
+        .unwrap();
+        let first = h
+            .call("memory.delete", json!({"memory_key": "mix"}))
+            .await
+            .unwrap();
+        assert_eq!(first["agent"], AGENT, "{n}");
+        for op in ["memory.delete", "memory.pin", "memory.lock"] {
+            let again = h.call(op, json!({"memory_key": "mix"})).await;
+            assert_eq!(code(again), "RESOURCE_NOT_FOUND", "{n} {op}");
+        }
+        let update = json!({"memory_key": "mix", "content": "changed"});
+        assert_eq!(
+            code(h.call("memory.update", update.clone()).await),
+            "RESOURCE_NOT_FOUND",
+            "{n}"
+        );
+        let bobs = h
+            .call("memory.get", json!({"memory_key": "mix", "agent": "bob"}))
+            .await
+            .unwrap();
+        assert_eq!(bobs["content"], "bob's", "{n}: bob's row is untouched");
+        // Changed after the caller's delete, bob's row is the key's latest:
+        // a change naming no agent reaches it, as before.
+        h.call_as(
+            "bob",
+            "memory.update",
+            json!({"memory_key": "mix", "content": "bob's again"}),
+        )
+        .await
+        .unwrap();
+        let reached = h.call("memory.update", update).await.unwrap();
+        assert_eq!(reached["agent"], "bob", "{n}");
+    }
+}
+
 /// An apply changes at most 1,000 memories a call, the first in key order,
 /// and says there is more; the same call again goes on from there, for an
 /// action whose rows leave the filter (delete) and for one whose rows stay

@@ -118,6 +118,40 @@ pub async fn resolve(
     )
 }
 
+/// The row a single-key change (`memory.update`, `delete`, `pin`, `lock`
+/// and their undoings) means by `key`: the named agent's live row; else the
+/// caller's own live row; else the live row of another agent changed most
+/// recently, unless the caller's own row, deleted or expired, was changed
+/// after it. That last rule keeps a change sent twice on the caller's own
+/// row: a `memory.delete` retried after its answer was lost finds the row
+/// it deleted (and answers not found) instead of deleting the next agent's.
+pub async fn resolve_for_change(
+    conn: &mut AnyConnection,
+    cx: &OpCx,
+    explicit_agent: bool,
+    key: &str,
+    now: i64,
+) -> OpResult<Option<Row>> {
+    let rows = resolve_query(RESOLVE_ROWS.as_str(), cx, explicit_agent, key, now, true)
+        .fetch_all(conn)
+        .await
+        .map_err(db_error)?;
+    let caller = cx.scope.agent.as_str();
+    let (own, others): (Vec<Row>, Vec<Row>) = rows
+        .into_iter()
+        .map(|r| r.row)
+        .partition(|r| r.agent == caller);
+    let own = own.into_iter().next();
+    if own.as_ref().is_some_and(|r| r.live(now)) {
+        return Ok(own);
+    }
+    let other = others
+        .into_iter()
+        .filter(|r| r.live(now))
+        .min_by(|a, b| serve_order(caller, a, b));
+    Ok(other.filter(|o| own.is_none_or(|own| own.updated_ms < o.updated_ms)))
+}
+
 /// A row [`resolve_with_run`] found.
 #[derive(Debug, sqlx::FromRow)]
 pub struct RowWithRun {

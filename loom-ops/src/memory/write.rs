@@ -373,7 +373,8 @@ pub async fn update(store: &Store, cx: &OpCx, input: MemoryUpdate) -> OpResult<M
     }
     for _ in 0..RETRIES {
         let now = now_ms();
-        let Some(cur) = sql::resolve(tx.conn(), cx, input.agent.is_some(), key, now, false).await?
+        let Some(cur) =
+            sql::resolve_for_change(tx.conn(), cx, input.agent.is_some(), key, now).await?
         else {
             return Err(not_found(cx, key));
         };
@@ -496,7 +497,8 @@ pub async fn change(
     }
     for _ in 0..RETRIES {
         let now = now_ms();
-        let Some(cur) = sql::resolve(tx.conn(), cx, input.agent.is_some(), key, now, false).await?
+        let Some(cur) =
+            sql::resolve_for_change(tx.conn(), cx, input.agent.is_some(), key, now).await?
         else {
             return Err(not_found(cx, key));
         };
