@@ -1134,6 +1134,41 @@ async fn apply_dry_run_reports_exactly_what_the_real_run_changes() {
     }
 }
 
+/// An expiry is refused when UTC would carry it past year 9999 (answered
+/// as RFC 3339 cannot write it); the latest one allowed is read back as
+/// sent and may be sent again.
+#[tokio::test]
+async fn an_expiry_is_one_that_can_be_sent_back() {
+    for h in common::all().await {
+        let n = h.name();
+        let far =
+            json!({"memory_key": "far", "content": "c", "expires_at": "9999-12-31T23:59:59-05:00"});
+        assert_eq!(
+            code(h.call("memory.set", far).await),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
+        let last = "9999-12-31T23:59:59.999Z";
+        h.call(
+            "memory.set",
+            json!({"memory_key": "far", "content": "c", "expires_at": last}),
+        )
+        .await
+        .unwrap();
+        let got = h
+            .call("memory.get", json!({"memory_key": "far"}))
+            .await
+            .unwrap();
+        assert_eq!(got["expires_at"], last, "{n}");
+        h.call(
+            "memory.update",
+            json!({"memory_key": "far", "content": "d", "expires_at": got["expires_at"]}),
+        )
+        .await
+        .unwrap();
+    }
+}
+
 /// A change naming no agent means the caller's own row; once that row is
 /// deleted, a retry of the delete finds it gone rather than deleting the
 /// next agent's row, until another agent's row changes after it.

@@ -110,15 +110,30 @@ pub fn labels_from_json(s: &str) -> Vec<String> {
 
 /// An RFC 3339 time as milliseconds.
 pub fn time(field: &str, s: &str) -> OpResult<i64> {
-    chrono::DateTime::parse_from_rfc3339(s)
+    let ms = chrono::DateTime::parse_from_rfc3339(s)
         .map(|t| t.timestamp_millis())
         .map_err(|_| {
             invalid(
                 field,
                 format!("{field} {s:?} is not an RFC 3339 time (2026-01-31T09:00:00Z)"),
             )
-        })
+        })?;
+    // Loom answers times in UTC, where an offset can carry a time written
+    // in year 9999 into year 10000 (or one in year 0 into year -1), which
+    // RFC 3339 cannot write: refused, so every time stored can be sent back.
+    if !(EARLIEST_MS..=LATEST_MS).contains(&ms) {
+        return Err(invalid(
+            field,
+            format!("{field} {s:?} is outside years 0000 to 9999 in UTC"),
+        ));
+    }
+    Ok(ms)
 }
+
+/// 0000-01-01T00:00:00.000Z, the earliest time RFC 3339 writes in UTC.
+const EARLIEST_MS: i64 = -62_167_219_200_000;
+/// 9999-12-31T23:59:59.999Z, the latest.
+const LATEST_MS: i64 = 253_402_300_799_999;
 
 /// What a write does to a memory's expiry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,6 +244,23 @@ mod tests {
         assert_eq!(l, ["a", "b"]);
         assert_eq!(labels_from_json(&labels_json(&l)), l);
         assert!(labels(&["bad label".into()]).is_err());
+    }
+
+    /// Every time accepted is one `rfc3339` writes back as it was read.
+    #[test]
+    fn times_stay_within_what_rfc3339_writes() {
+        for (s, back) in [
+            ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"),
+            ("0000-01-01T00:00:00Z", "0000-01-01T00:00:00.000Z"),
+            ("9999-12-31T23:00:00-00:59", "9999-12-31T23:59:00.000Z"),
+        ] {
+            let ms = time("as_of", s).unwrap();
+            assert_eq!(crate::store::rfc3339(ms), back);
+            assert_eq!(time("as_of", back).ok(), Some(ms));
+        }
+        for s in ["9999-12-31T23:59:59-05:00", "0000-01-01T00:00:00+01:00"] {
+            assert!(time("as_of", s).is_err(), "{s}");
+        }
     }
 
     #[test]
