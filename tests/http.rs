@@ -515,6 +515,21 @@ async fn unknown_ops_wrong_methods_big_and_malformed_bodies() {
             a.text
         );
 
+        // a body that is JSON but not one object is the framing's fault
+        // (400), not an argument's (422); nothing is written
+        for body in ["[1]", "null", "\"x\"", "5", "true"] {
+            let a = t
+                .send(
+                    t.request("memory.set", Some(&writer))
+                        .header("content-type", "application/json")
+                        .body(body),
+                )
+                .await;
+            assert_envelope(&a, 400, "BAD_REQUEST", n);
+            assert!(a.text.contains("one JSON object"), "{n} {body}: {}", a.text);
+        }
+        assert_eq!(t.count("SELECT COUNT(*) FROM memories").await, 0, "{n}");
+
         // arguments the op does not take: 422 with the op's arguments
         let a = t
             .post("ops.capabilities", Some(&token), json!({"verbose": true}))

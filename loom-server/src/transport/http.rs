@@ -208,7 +208,25 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Value, 
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
-    super::json::from_slice(&bytes).map_err(|e| json_error(&e))
+    let value: Value = super::json::from_slice(&bytes).map_err(|e| json_error(&e))?;
+    // The body is the arguments, one object: anything else is the
+    // request's framing, not an argument the op could name.
+    if !value.is_object() {
+        let kind = match value {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            _ => "an array",
+        };
+        return Err(LoomError::new(
+            ErrorCode::BadRequest,
+            format!(
+                "the body is {kind}: send the op's arguments as one JSON object ({{}} for none)"
+            ),
+        ));
+    }
+    Ok(value)
 }
 
 /// Reads a whole request body within `LOOM_MAX_BODY_BYTES` (413) and
