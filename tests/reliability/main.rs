@@ -8,7 +8,8 @@
 //! The calls go through [`wire::Wire`]: HTTP with the `Idempotency-Key`
 //! header, or MCP `tools/call` with `_idempotency_key`. Rate limits across
 //! replicas (shared buckets in PostgreSQL or Redis) are in `shared_limits`,
-//! readiness while PostgreSQL is unreachable in `store_outage`,
+//! readiness while PostgreSQL is unreachable in `store_outage`, a SQLite
+//! file another program locks past a call's budget in `locked_store`,
 //! live fuzzing of `/mcp` in `batch_fuzz`, the sweep of rows past their
 //! retention in `retention`.
 
@@ -16,6 +17,7 @@ mod batch_fuzz;
 mod fuzz;
 mod hostile;
 mod isolation;
+mod locked_store;
 mod replicas;
 mod retention;
 mod shared_limits;

@@ -24,8 +24,8 @@ use std::sync::{Arc, Weak};
 
 use loom_core::{LoomError, OpResult};
 use sqlx::pool::PoolConnection;
-use sqlx::{Any, AnyPool, Executor};
-use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
+use sqlx::{Any, AnyPool, Connection, Executor};
+use tokio::sync::{Mutex, Notify, OwnedMutexGuard, oneshot, watch};
 
 use super::checkpoint::Checkpoints;
 use super::db_error;
@@ -195,12 +195,7 @@ impl Group {
         }
         settle_abandoned(&mut guard).await?;
         if guard.conn.is_none() {
-            let mut conn = self.pool.acquire().await.map_err(db_error)?;
-            // IMMEDIATE: take the write lock now, so another process's writer
-            // (a CLI, a replica on the same file) waits on busy_timeout at the
-            // start instead of failing half-way.
-            conn.execute("BEGIN IMMEDIATE").await.map_err(db_error)?;
-            guard.conn = Some(conn);
+            guard.conn = Some(begin(self.pool.clone()).await?);
             guard.outcome = Some(watch::channel(None).0);
         }
         Ok(guard)
@@ -222,6 +217,41 @@ impl Group {
             checkpoints.stop().await;
         }
     }
+}
+
+/// The writer connection with a transaction begun on it.
+///
+/// IMMEDIATE: the write lock is taken now, so another process's writer (a
+/// CLI, a replica on the same file) holds the call up on busy_timeout at
+/// the start instead of failing it half-way. That wait can outlast the
+/// call, whose future is then dropped (its budget ran out, its client
+/// cancelled it), while the statement goes on on sqlx's connection thread:
+/// a `BEGIN` that succeeded after nobody waited for it left the connection
+/// in the pool inside a transaction, holding the file's write lock, and
+/// every later write failed (`cannot start a transaction within a
+/// transaction`; the direct writer `database is locked`) until a restart.
+/// So the begin runs in a task of its own, which rolls back a transaction
+/// no call is left to take.
+async fn begin(pool: AnyPool) -> OpResult<PoolConnection<Any>> {
+    let (hand, take) = oneshot::channel();
+    tokio::spawn(async move {
+        let begun = async {
+            let mut conn = pool.acquire().await.map_err(db_error)?;
+            conn.execute("BEGIN IMMEDIATE").await.map_err(db_error)?;
+            Ok(conn)
+        }
+        .await;
+        if let Err(Ok(mut conn)) = hand.send(begun)
+            && let Err(e) = conn.execute("ROLLBACK").await
+        {
+            // Closed rather than pooled: a connection still inside a
+            // transaction must not serve another call.
+            tracing::warn!(error = %e, "a transaction begun for a call that gave up could not be rolled back; closing its connection");
+            let _ = conn.detach().close().await;
+        }
+    });
+    take.await
+        .map_err(|_| LoomError::internal("the task beginning a write transaction ended"))?
 }
 
 /// Rolls back the savepoint of a call that was abandoned inside it. When
