@@ -330,15 +330,27 @@ async fn missing_and_invalid_tokens_are_401_with_the_right_challenge() {
         // ... also a null one, which the JWT crate reads as none
         let signed = jsonwebtoken::encode(&crit, &claims("default", "eve", 3600), &key).unwrap();
         let payload = signed.split('.').nth(1).unwrap();
-        let header = b64url(br#"{"alg":"HS256","typ":"JWT","crit":null}"#);
-        let signing_input = format!("{header}.{payload}");
-        let mac = jsonwebtoken::crypto::sign(
-            signing_input.as_bytes(),
-            &key,
-            jsonwebtoken::Algorithm::HS256,
-        )
-        .unwrap();
-        bad.push(("null crit", format!("{header}.{payload}.{mac}")));
+        // (and a null kid, likewise)
+        for (why, header) in [
+            (
+                "null crit",
+                br#"{"alg":"HS256","typ":"JWT","crit":null}"#.as_slice(),
+            ),
+            (
+                "null kid",
+                br#"{"alg":"HS256","typ":"JWT","kid":null}"#.as_slice(),
+            ),
+        ] {
+            let header = b64url(header);
+            let signing_input = format!("{header}.{payload}");
+            let mac = jsonwebtoken::crypto::sign(
+                signing_input.as_bytes(),
+                &key,
+                jsonwebtoken::Algorithm::HS256,
+            )
+            .unwrap();
+            bad.push((why, format!("{header}.{payload}.{mac}")));
+        }
         // missing jti; a jti `loom token revoke` could not name
         let mut no_jti = serde_json::to_value(claims("default", "eve", 3600)).unwrap();
         no_jti.as_object_mut().unwrap().remove("jti");

@@ -194,15 +194,18 @@ impl JwtKeys {
         // have. A `typ` other than JWT is another kind of token.
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| InvalidToken(format!("{:?}", e.kind())))?;
-        if header.kid.is_some() {
-            return Err(InvalidToken("unknown kid".into()));
-        }
         // Extensions the token says must be understood: Loom understands
         // none (RFC 7515 4.1.11), and the crate does not check them. The
-        // header is read for the name itself: the crate reads `"crit":
-        // null` as no crit, where it is a malformed one.
-        if names_crit(token) {
-            return Err(InvalidToken("crit names extensions not understood".into()));
+        // header is read for the names themselves: the crate reads
+        // `"kid": null` or `"crit": null` as none, where each is a
+        // malformed one.
+        match header_names(token, &["kid", "crit"]) {
+            _ if header.kid.is_some() => return Err(InvalidToken("unknown kid".into())),
+            Some("kid") => return Err(InvalidToken("kid is null".into())),
+            Some(_) => {
+                return Err(InvalidToken("crit names extensions not understood".into()));
+            }
+            None => {}
         }
         if header
             .typ
@@ -231,20 +234,17 @@ impl JwtKeys {
     }
 }
 
-/// Whether `token`'s header (its first part, base64url JSON) names `crit`,
-/// whatever its value.
-fn names_crit(token: &str) -> bool {
+/// The first of `names` that `token`'s header (its first part, base64url
+/// JSON) names, whatever its value.
+fn header_names(token: &str, names: &[&'static str]) -> Option<&'static str> {
     use base64::Engine as _;
-    let Some(header) = token.split('.').next() else {
-        return false;
-    };
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
+    let header = token.split('.').next()?;
+    let header = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(header.trim_end_matches('='))
-        .ok()
-        .and_then(|json| {
-            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&json).ok()
-        })
-        .is_some_and(|h| h.contains_key("crit"))
+        .ok()?;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&header).ok()?;
+    names.iter().copied().find(|n| header.contains_key(*n))
 }
 
 /// Whether `jti` has the form of every token id Loom issues: 32 lowercase
