@@ -30,13 +30,7 @@ pub fn db_error(e: sqlx::Error) -> LoomError {
         // a call can meet such a connection); the connection is replaced
         // as it comes back (`store::read`, sqlx's pool).
         sqlx::Error::Io(_) => connection_lost(e),
-        sqlx::Error::Database(db)
-            if db
-                .code()
-                .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")) =>
-        {
-            // PostgreSQL's connection exceptions (class 08) and its
-            // shutdowns (57P01-57P03: terminated, crashed, starting up)
+        sqlx::Error::Database(db) if db.code().is_some_and(|c| unreachable(&c)) => {
             connection_lost(e)
         }
         sqlx::Error::Database(db) => {
@@ -57,6 +51,17 @@ pub fn db_error(e: sqlx::Error) -> LoomError {
     }
 }
 
+/// Whether a PostgreSQL error code says the database cannot be reached
+/// now, whatever the statement: its connection exceptions (class 08), its
+/// shutdowns (57P01-57P03: terminated, crashed, starting up), its lack of
+/// resources (class 53: too many connections, out of memory or disk) and a
+/// database not accepting connections (55000 at connect: `ALTER DATABASE
+/// ... ALLOW_CONNECTIONS false`, which Loom's statements cannot otherwise
+/// raise). SQLite's codes are numbers and match none.
+fn unreachable(code: &str) -> bool {
+    code.starts_with("08") || code.starts_with("57P") || code.starts_with("53") || code == "55000"
+}
+
 fn connection_lost(e: sqlx::Error) -> LoomError {
     LOST.fetch_add(1, Ordering::Relaxed);
     LoomError::new(
@@ -65,4 +70,64 @@ fn connection_lost(e: sqlx::Error) -> LoomError {
     )
     .with_retry_after(std::time::Duration::from_secs(1))
     .with_internal(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+
+    /// A database error with only a code, as the drivers report one.
+    #[derive(Debug)]
+    struct Coded(&'static str);
+
+    impl std::fmt::Display for Coded {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "error {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Coded {}
+
+    impl sqlx::error::DatabaseError for Coded {
+        fn message(&self) -> &str {
+            "coded"
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(Cow::Borrowed(self.0))
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    /// A store that cannot be reached, or cannot finish, is a retryable
+    /// BACKEND_TIMEOUT; a fault of the statement is INTERNAL.
+    #[test]
+    fn an_unreachable_store_is_retryable() {
+        for (code, expected) in [
+            ("08006", ErrorCode::BackendTimeout),
+            ("57P01", ErrorCode::BackendTimeout),
+            ("53300", ErrorCode::BackendTimeout),
+            ("55000", ErrorCode::BackendTimeout),
+            ("40001", ErrorCode::BackendTimeout),
+            ("5", ErrorCode::BackendTimeout),
+            ("42P01", ErrorCode::Internal),
+            ("23505", ErrorCode::Internal),
+            ("1", ErrorCode::Internal),
+        ] {
+            let e = db_error(sqlx::Error::Database(Box::new(Coded(code))));
+            assert_eq!(e.code(), expected, "{code}");
+        }
+    }
 }
