@@ -50,7 +50,8 @@ impl Effect {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Annotations {
-    /// True only for an idempotent viewer op that is neither audited nor marked `writes`.
+    /// True only for an idempotent viewer op that is neither audited nor
+    /// marked `writes` nor declared `destructive`.
     pub read_only_hint: bool,
     /// True when a call can remove or irreversibly replace data.
     pub destructive_hint: bool,
@@ -78,12 +79,20 @@ pub struct EffectInputs<'a> {
 }
 
 impl EffectInputs<'_> {
-    /// readOnlyHint: an idempotent viewer op that is neither audited nor marked `writes`.
+    /// readOnlyHint: an idempotent viewer op that is neither audited nor
+    /// marked `writes`, nor declared `destructive`: its author says a call
+    /// removes or replaces data, and a client that runs read-only tools
+    /// unprompted must not run it.
     pub fn read_only(&self) -> bool {
-        self.idempotent && self.role == Role::Viewer && !self.audit && !self.writes
+        self.idempotent
+            && self.role == Role::Viewer
+            && !self.audit
+            && !self.writes
+            && !self.destructive
     }
 
-    /// Declared destructive, or named by a destructive verb (and not read-only).
+    /// Declared destructive, or named by a destructive verb (and not
+    /// read-only: a verb alone does not outweigh the rule above).
     pub fn destructive(&self) -> bool {
         !self.read_only() && (self.destructive || is_destructive_verb(verb_of(self.name)))
     }
@@ -189,6 +198,20 @@ mod tests {
         let a = inputs("token.revoke_preview", Role::Viewer).annotations();
         assert!(a.read_only_hint);
         assert!(!a.destructive_hint);
+    }
+
+    /// Declared destructive, an op that would be read-only by its role and
+    /// flags is not: the declaration is the author's word on what it does.
+    #[test]
+    fn a_declared_destructive_op_is_never_read_only() {
+        let wipe = EffectInputs {
+            destructive: true,
+            ..inputs("memory.wipe", Role::Viewer)
+        };
+        assert_eq!(wipe.effect(), Effect::Destructive);
+        let a = wipe.annotations();
+        assert!(!a.read_only_hint && a.destructive_hint);
+        assert_eq!(wipe.default_rate(), RateClass::Write);
     }
 
     #[test]
