@@ -1315,6 +1315,38 @@ async fn apply_changes_a_thousand_at_a_time_and_says_there_is_more() {
     }
 }
 
+/// Patterns are one ignoring case by the folding they match with: `ς`
+/// held, `Σ` adds nothing, and removing `σ` takes `ς` off, so content the
+/// pattern matched is stored again.
+#[tokio::test]
+async fn blacklist_patterns_are_one_ignoring_case_as_they_match() {
+    for h in common::all().await {
+        let n = h.name();
+        let first = h
+            .call("blacklist.add", json!({"pattern": "ς"}))
+            .await
+            .unwrap();
+        assert_eq!(first["added"], true, "{n}");
+        let again = h
+            .call("blacklist.add", json!({"pattern": "Σ"}))
+            .await
+            .unwrap();
+        assert_eq!(again["added"], false, "{n}: {again}");
+        let set = json!({"memory_key": "greek", "content": "ΣΣΣ"});
+        assert_eq!(
+            code(h.call("memory.set", set.clone()).await),
+            "BLACKLISTED",
+            "{n}"
+        );
+        let removed = h
+            .call("blacklist.remove", json!({"pattern": "σ"}))
+            .await
+            .unwrap();
+        assert_eq!(removed["pattern"], "ς", "{n}: {removed}");
+        h.call("memory.set", set).await.unwrap();
+    }
+}
+
 /// A blacklist's sweep deletes at most 1,000 memories a call too, and the
 /// same call again, the pattern held already, sweeps on.
 #[tokio::test]

@@ -45,6 +45,16 @@ pub fn matches(pattern: &str, content: &str) -> bool {
     compiled(pattern).is_match(content)
 }
 
+/// A test of whether a pattern is `pattern` ignoring case, by the folding
+/// patterns match with (Unicode's simple case folding: `Σ`, `σ` and `ς` are
+/// one pattern, as each matches what the others do), so adding refuses a
+/// pattern held already and removing finds it.
+pub fn same_ignoring_case(pattern: &str) -> impl Fn(&str) -> bool {
+    let exact = Regex::new(&format!("(?i)\\A{}\\z", regex::escape(pattern)))
+        .expect("an escaped pattern compiles");
+    move |other| exact.is_match(other)
+}
+
 /// `pattern` as a regular expression, compiled once and kept.
 fn compiled(pattern: &str) -> Arc<Regex> {
     static KEPT_PATTERNS: LazyLock<Mutex<HashMap<String, Arc<Regex>>>> =
@@ -82,7 +92,27 @@ fn translate(pattern: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::matches;
+    use super::{matches, same_ignoring_case};
+
+    /// Two patterns are one when each matches what the other does: by
+    /// simple case folding, not by lowercasing (`ς` lowercases to itself
+    /// and `Σ` to `σ`, yet all three match `ΣΣΣ`).
+    #[test]
+    fn patterns_are_one_ignoring_case_as_they_match() {
+        for (a, b) in [("ς", "Σ"), ("σ", "ς"), ("Secret*", "sECRET*"), ("ſ", "S")] {
+            assert!(same_ignoring_case(a)(b), "{a} {b}");
+            assert!(same_ignoring_case(b)(a), "{b} {a}");
+            assert!(matches(a, "ΣΣΣ SSS") == matches(b, "ΣΣΣ SSS"), "{a} {b}");
+        }
+        for (a, b) in [
+            ("a*", "a?"),
+            ("straße", "STRASSE"),
+            ("ab", "a"),
+            ("a.b", "axb"),
+        ] {
+            assert!(!same_ignoring_case(a)(b), "{a} {b}");
+        }
+    }
 
     #[test]
     fn substring_and_glob() {

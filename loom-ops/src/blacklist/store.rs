@@ -80,10 +80,11 @@ pub async fn held(conn: &mut AnyConnection, cx: &OpCx, pattern: &str) -> OpResul
     Ok(held_among(patterns(conn, cx).await?, pattern))
 }
 
-/// The one of `patterns` (the namespace's) equal to `pattern` ignoring case.
+/// The one of `patterns` (the namespace's) equal to `pattern` ignoring
+/// case, as patterns match ([`super::pattern::same_ignoring_case`]).
 pub fn held_among(patterns: Vec<String>, pattern: &str) -> Option<String> {
-    let folded = pattern.to_lowercase();
-    patterns.into_iter().find(|p| p.to_lowercase() == folded)
+    let same = super::pattern::same_ignoring_case(pattern);
+    patterns.into_iter().find(|p| same(p))
 }
 
 /// Removes the held pattern equal to `pattern` ignoring case; the one
