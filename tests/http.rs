@@ -1078,9 +1078,26 @@ async fn idempotency_keys_replay_only_to_their_principal() {
         );
         assert_eq!(again.header("idempotent-replayed"), Some("true"), "{n}");
         assert_eq!(t.count(ok_rows).await, 1, "{n}: the op ran again");
+        // a blacklist's add, which a retry would otherwise run again (its
+        // sweep included), takes a key too
+        let token = t.token("default", "ana", Role::Writer, &[]);
+        let add = || {
+            t.request("blacklist.add", Some(&token))
+                .header("idempotency-key", "k-add")
+                .json(&json!({"pattern": "hunter2", "sweep": true}))
+        };
+        let added = t.send(add()).await;
+        assert_eq!(
+            (added.status, &added.body["added"]),
+            (200, &json!(true)),
+            "{n}: {}",
+            added.text
+        );
+        let replayed = t.send(add()).await;
+        assert_eq!((replayed.status, &replayed.text), (200, &added.text), "{n}");
+        assert_eq!(replayed.header("idempotent-replayed"), Some("true"), "{n}");
         // a whole number sent as a float is the integer the op takes: the
         // same request, replayed
-        let token = t.token("default", "ana", Role::Writer, &[]);
         let kept = json!({"memory_key": "kept", "content": "c"});
         assert_eq!(
             t.post("memory.set", Some(&token), kept).await.status,

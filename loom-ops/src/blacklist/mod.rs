@@ -28,7 +28,7 @@ pub const MAX_PATTERNS: usize = 256;
 /// reports them, at most 1,000 a call (more: true means call it again).
 /// blacklist.list shows the patterns; an admin takes one off with
 /// blacklist.remove.
-#[loom_op(role = "writer", audit, destructive, toolsets(core))]
+#[loom_op(role = "writer", audit, idempotent, destructive, toolsets(core))]
 async fn add(cx: &OpCx, input: BlacklistAdd) -> OpResult<BlacklistAdded> {
     let store = cx.service::<Store>()?;
     audited(store, cx, add_pattern(store, cx, input).await).await
