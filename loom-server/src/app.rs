@@ -315,8 +315,27 @@ async fn serve(
             "connections still open when the grace period ended are closed"
         ),
     }
-    app.ledger.close().await;
-    app.usage.close().await;
-    app.store.close().await;
+    // The rows batched for the store (the call ledger, usage counts) and
+    // the store's last commit, within what is left of the grace period and
+    // at least FINAL_WRITES: a store another program keeps locked, or an
+    // unreachable PostgreSQL, would otherwise hold the exit for every
+    // batch's tries (~10 s each on a locked SQLite file), past the time an
+    // orchestrator waits before it kills the process.
+    let until = deadline.max(tokio::time::Instant::now() + FINAL_WRITES);
+    let last = async {
+        app.ledger.close().await;
+        app.usage.close().await;
+        app.store.close().await;
+    };
+    if tokio::time::timeout_at(until, last).await.is_err() {
+        tracing::error!(
+            "the store did not take the last batched rows (call ledger, usage counts) before \
+             the grace period ended: they are lost; every acknowledged write was committed"
+        );
+    }
     tracing::info!("stopped");
 }
+
+/// The least time the last batched rows and the store's close get at
+/// shutdown, after calls that took the whole grace period.
+const FINAL_WRITES: std::time::Duration = std::time::Duration::from_secs(2);

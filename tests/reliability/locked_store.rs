@@ -73,3 +73,59 @@ async fn writes_resume_once_a_lock_held_past_a_calls_budget_is_gone() {
         t.server.shutdown().await;
     }
 }
+
+/// Shutdown ends within its grace period (and the least time the last
+/// batched rows get) while another program keeps the store locked: the
+/// call ledger's rows of the calls just made cannot be written, and each
+/// try of them waits out SQLite's busy timeout (~10 s, five tries), which
+/// held the exit for a minute. The bound below is a guard against that
+/// wait, far above the ~2 s the exit takes.
+#[tokio::test]
+async fn shutdown_ends_within_its_grace_while_the_store_is_locked() {
+    let grace = |c: &mut loom_server::Config| {
+        generous(c);
+        c.shutdown_grace = std::time::Duration::from_secs(1);
+    };
+    for t in servers(grace).await {
+        if t.name() != "sqlite" {
+            t.server.shutdown().await;
+            continue;
+        }
+        let token = t.token("default", "ana", Role::Writer, &[]);
+        let file =
+            t.db.options
+                .url
+                .trim_start_matches("sqlite://")
+                .split('?')
+                .next()
+                .expect("a path")
+                .to_owned();
+        // The store and its telemetry file (where the ledger goes) locked.
+        let mut holder = sqlx::SqliteConnection::connect(&t.db.options.url)
+            .await
+            .expect("a second connection");
+        // (the path is the test's own temporary file, quoted)
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "ATTACH DATABASE '{}-telemetry' AS telemetry; BEGIN IMMEDIATE",
+            file.replace('\'', "''")
+        )))
+        .execute(&mut holder)
+        .await
+        .expect("the write locks");
+        // Reads are answered; their ledger rows wait for the lock.
+        for _ in 0..3 {
+            let a = t.post("ops.capabilities", Some(&token), json!({})).await;
+            assert_eq!(a.status, 200, "{}", a.text);
+        }
+        let stopped =
+            tokio::time::timeout(std::time::Duration::from_secs(30), t.server.shutdown()).await;
+        assert!(
+            stopped.is_ok(),
+            "the exit waited on the lock past its grace"
+        );
+        sqlx::raw_sql("ROLLBACK")
+            .execute(&mut holder)
+            .await
+            .expect("release");
+    }
+}
