@@ -14,6 +14,10 @@ use super::validate::{self, invalid, labels_from_json, labels_json};
 use crate::scope::require_namespace;
 use crate::store::{Store, db_error, now_ms};
 
+/// Why a lock kept a row of a key whose other row it locks (one lock
+/// holds a key); a key locked before the call keeps its rows as `locked`.
+const ONE_LOCK: &str = "another row of the key takes the lock";
+
 /// What happens to one row.
 enum Step {
     Change(Box<Row>),
@@ -132,7 +136,7 @@ pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<App
     };
     let rows = sql::list_all(tx.conn(), cx, &filter, now).await?;
     // A lock holds its key, whichever agent's row carries it.
-    let mut locked = sql::locked_keys(tx.conn(), cx).await?;
+    let locked = sql::locked_keys(tx.conn(), cx).await?;
     let caller = cx.scope.agent.as_str();
     // One lock holds a key, so a lock takes one row of each: the caller's
     // own where the filter matched it (its unlock is the caller's to
@@ -148,17 +152,26 @@ pub async fn apply(store: &Store, cx: &OpCx, input: MemoryApply) -> OpResult<App
     let mut changes: Vec<(Row, Row)> = Vec::new();
     let mut skipped = Vec::new();
     let mut more = false;
+    // Keys this call locks: their other rows are kept, for that reason.
+    let mut locking: HashSet<String> = HashSet::new();
     for row in rows {
-        let key_locked = locked.contains(&row.memory_key)
-            || (row.agent != caller && own.contains(&row.memory_key));
-        match plan(input.action, &add, &row, key_locked, now) {
+        let held = locked.contains(&row.memory_key);
+        let taken = !held
+            && (locking.contains(&row.memory_key)
+                || (row.agent != caller && own.contains(&row.memory_key)));
+        match plan(input.action, &add, &row, held || taken, now) {
+            Step::Keep(_) if taken => skipped.push(AppliedMemory {
+                memory_key: row.memory_key.clone(),
+                agent: row.agent.clone(),
+                reason: Some(ONE_LOCK.to_owned()),
+            }),
             Step::Change(_) if changes.len() == super::MAX_BULK_CHANGES => {
                 more = true;
                 break;
             }
             Step::Change(mut new) => {
                 if input.action == ApplyAction::Lock {
-                    locked.insert(row.memory_key.clone());
+                    locking.insert(row.memory_key.clone());
                 }
                 new.updated_ms = now;
                 changes.push((row, *new));

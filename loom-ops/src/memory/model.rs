@@ -151,7 +151,8 @@ pub struct MemoryGet {
     pub as_of: Option<String>,
     /// Only these output fields (memory_key is always returned).
     pub fields: Option<Vec<String>>,
-    /// Also return the memories its content links as `[[memory_key]]`.
+    /// Also return the memories its content links as `[[memory_key]]`
+    /// (the first 10 links).
     pub follow: Option<bool>,
     /// The namespace (default: the caller's).
     pub namespace: Option<String>,
