@@ -59,6 +59,38 @@ pub fn generous(c: &mut Config) {
     c.rate_org_heavy_per_min = 1_000_000;
 }
 
+/// Another program's connection to a SQLite store holding the file's
+/// write lock (`BEGIN IMMEDIATE`) until it runs `ROLLBACK` or is dropped;
+/// with `telemetry`, the lock of the store's telemetry file too (the call
+/// ledger's and the usage counts' file, `<file>-telemetry`).
+pub async fn hold_write_lock(t: &TestServer, telemetry: bool) -> sqlx::SqliteConnection {
+    use sqlx::Connection;
+    let url = &t.db.options.url;
+    let mut holder = sqlx::SqliteConnection::connect(url)
+        .await
+        .expect("a second connection");
+    if telemetry {
+        let file = url
+            .trim_start_matches("sqlite://")
+            .split('?')
+            .next()
+            .expect("a path");
+        // the path is the test's own temporary file, quoted
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "ATTACH DATABASE '{}-telemetry' AS telemetry",
+            file.replace('\'', "''")
+        )))
+        .execute(&mut holder)
+        .await
+        .expect("the telemetry file");
+    }
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut holder)
+        .await
+        .expect("the write lock");
+    holder
+}
+
 /// What [`TestServer::token`] mints: an hour, no platform admin, no
 /// consumer claim; change a field for anything else.
 pub fn mint_spec(org: &str, subject: &str, role: Role, namespaces: &[&str]) -> MintSpec {

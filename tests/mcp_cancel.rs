@@ -3,9 +3,8 @@
 //! call stops, and a write the store has not made is never made.
 
 use loom_core::Role;
-use loom_tests::{McpClient, TestServer, generous, servers};
+use loom_tests::{McpClient, TestServer, generous, hold_write_lock, servers};
 use serde_json::{Value, json};
-use sqlx::Connection;
 
 fn admin(t: &TestServer) -> String {
     t.token("default", "ana", Role::Admin, &[])
@@ -50,13 +49,7 @@ async fn a_write_cancelled_while_it_waits_for_the_store_is_not_made() {
         assert!(!memory_exists(&c, "held").await);
 
         // Another program holds the file's write lock: the set waits.
-        let mut holder = sqlx::SqliteConnection::connect(&t.db.options.url)
-            .await
-            .expect("a second connection");
-        sqlx::raw_sql("BEGIN IMMEDIATE")
-            .execute(&mut holder)
-            .await
-            .expect("the write lock");
+        let mut holder = hold_write_lock(&t, false).await;
 
         let waiting = {
             let waiting = c.raw(set(41, "held"));

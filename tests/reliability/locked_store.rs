@@ -6,7 +6,7 @@
 //! until a restart.
 
 use loom_core::Role;
-use loom_tests::{generous, servers};
+use loom_tests::{generous, hold_write_lock, servers};
 use serde_json::json;
 use sqlx::Connection;
 
@@ -30,13 +30,7 @@ async fn writes_resume_once_a_lock_held_past_a_calls_budget_is_gone() {
 
         // Another program holds the file's write lock past the set's 5 s
         // budget: the key's claim waits for it, and gives up.
-        let mut holder = sqlx::SqliteConnection::connect(&t.db.options.url)
-            .await
-            .expect("a second connection");
-        sqlx::raw_sql("BEGIN IMMEDIATE")
-            .execute(&mut holder)
-            .await
-            .expect("the write lock");
+        let mut holder = hold_write_lock(&t, false).await;
         let waited = set("held", Some("k-held")).await;
         assert_eq!(
             (waited.status, waited.code()),
@@ -92,26 +86,8 @@ async fn shutdown_ends_within_its_grace_while_the_store_is_locked() {
             continue;
         }
         let token = t.token("default", "ana", Role::Writer, &[]);
-        let file =
-            t.db.options
-                .url
-                .trim_start_matches("sqlite://")
-                .split('?')
-                .next()
-                .expect("a path")
-                .to_owned();
         // The store and its telemetry file (where the ledger goes) locked.
-        let mut holder = sqlx::SqliteConnection::connect(&t.db.options.url)
-            .await
-            .expect("a second connection");
-        // (the path is the test's own temporary file, quoted)
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "ATTACH DATABASE '{}-telemetry' AS telemetry; BEGIN IMMEDIATE",
-            file.replace('\'', "''")
-        )))
-        .execute(&mut holder)
-        .await
-        .expect("the write locks");
+        let mut holder = hold_write_lock(&t, true).await;
         // Reads are answered; their ledger rows wait for the lock.
         for _ in 0..3 {
             let a = t.post("ops.capabilities", Some(&token), json!({})).await;
