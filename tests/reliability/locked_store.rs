@@ -105,3 +105,45 @@ async fn shutdown_ends_within_its_grace_while_the_store_is_locked() {
             .expect("release");
     }
 }
+
+/// A refused audited call's row is written once another program's lock is
+/// gone, though the lock outlasted the busy timeout its first try waited
+/// out (10 s, behind the refused write's and the ledger's own waits on the
+/// same writer): the row used to be lost then. Shutdown waits for the row as for
+/// a call, so the count after it is the answer.
+#[tokio::test]
+async fn a_refused_calls_audit_row_outlasts_a_long_lock() {
+    for t in servers(generous).await {
+        if t.name() != "sqlite" {
+            t.server.shutdown().await;
+            continue;
+        }
+        let token = t.token("default", "ana", Role::Writer, &[]);
+        let mut holder = hold_write_lock(&t, false).await;
+        let refused = t
+            .post(
+                "memory.set",
+                Some(&token),
+                json!({"memory_key": "held", "content": "x"}),
+            )
+            .await;
+        assert_eq!(refused.code(), "BACKEND_TIMEOUT", "{}", refused.text);
+        // The lock held past the row's first tries (~20-30 s from the call):
+        // what is under test, not a wait for the server.
+        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        sqlx::raw_sql("ROLLBACK")
+            .execute(&mut holder)
+            .await
+            .expect("release");
+        drop(holder);
+        let loom_tests::TestServer { server, db, .. } = t;
+        server.shutdown().await;
+        let (rows,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM audit_log WHERE op = 'memory.set' AND outcome = 'BACKEND_TIMEOUT'",
+        )
+        .fetch_one(db.store.reader())
+        .await
+        .expect("the audit log");
+        assert_eq!(rows, 1, "the refused call's audit row");
+    }
+}

@@ -258,8 +258,25 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
         let store = app.store.clone();
         let name = op.name.as_str();
         write_within(app, wait, async move {
-            if let Err(e) = store.audit_outcome(&cx, &outcome).await {
-                tracing::error!(op = %name, cause = e.internal_message().unwrap_or(""), "audit row not written");
+            let gave_up = tokio::time::Instant::now() + AUDIT_LOCKED_FOR;
+            loop {
+                match store.audit_outcome(&cx, &outcome).await {
+                    Ok(()) => break,
+                    // SQLite's file locked by another program (each try
+                    // waits out the busy timeout): tried again while the
+                    // lock may last, not dropped after one wait.
+                    Err(e)
+                        if e.code() == ErrorCode::BackendTimeout
+                            && store.backend() == loom_ops::store::Backend::Sqlite
+                            && tokio::time::Instant::now() < gave_up =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(e) => {
+                        tracing::error!(op = %name, cause = e.internal_message().unwrap_or(""), "audit row not written");
+                        break;
+                    }
+                }
             }
         })
         .await;
@@ -530,6 +547,13 @@ async fn explicit_run(
 /// program the answer goes at the call's budget and the write lands when
 /// the store takes it. It runs in the call's log span, so what it logs
 /// (a row not written) carries the request's id.
+/// How long a refused call's audit row is tried again while SQLite's file
+/// is locked by another program (a backup, a `sqlite3` shell holding a
+/// transaction): past one busy timeout, which lost the row of a call
+/// refused under a lock of 15 s or more, and within the time a lock so long
+/// is likely to last. Shutdown does not wait for it past its grace.
+const AUDIT_LOCKED_FOR: Duration = Duration::from_secs(120);
+
 async fn write_within(app: &App, wait: Duration, write: impl Future<Output = ()> + Send + 'static) {
     let _ = tokio::time::timeout(wait, app.calls.spawn(write.in_current_span())).await;
 }
