@@ -452,6 +452,18 @@ async fn unknown_ops_wrong_methods_big_and_malformed_bodies() {
             a.text
         );
 
+        // a name that is not UTF-8 names no op: the envelope, not the
+        // router's plain text
+        let a = t
+            .send(
+                t.client
+                    .post(format!("{}/v1/%ff%fe", t.url()))
+                    .bearer_auth(&token)
+                    .json(&json!({})),
+            )
+            .await;
+        assert_envelope(&a, 404, "UNKNOWN_OP", n);
+
         let a = t
             .send(
                 t.client

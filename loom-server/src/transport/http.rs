@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::{Body, to_bytes};
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -303,7 +304,7 @@ async fn read_whole(
 
 async fn call_op(
     State(app): State<Arc<App>>,
-    Path(name): Path<String>,
+    name: Result<Path<String>, PathRejection>,
     axum::Extension(RequestId(request_id)): axum::Extension<RequestId>,
     headers: HeaderMap,
     body: Body,
@@ -325,6 +326,22 @@ async fn call_op(
         );
         return answer_unread(&app, &headers, body, response).await;
     }
+    // A name that does not decode (`/v1/%ff`) names no op either: the
+    // envelope, not the router's plain-text refusal.
+    let name = match name {
+        Ok(Path(name)) => name,
+        Err(_) => {
+            let response = error_response(
+                &LoomError::new(
+                    ErrorCode::UnknownOp,
+                    "no op named that: the op name in the URL is not UTF-8",
+                )
+                .with_detail("suggestions", Vec::<String>::new()),
+                None,
+            );
+            return answer_unread(&app, &headers, body, response).await;
+        }
+    };
     let Some(op) = app.registry.get(&name) else {
         let suggestions: Vec<&str> = app.registry.suggest(&name, 3);
         let response = error_response(
