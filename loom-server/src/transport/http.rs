@@ -213,17 +213,11 @@ async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Value, 
     // The body is the arguments, one object: anything else is the
     // request's framing, not an argument the op could name.
     if !value.is_object() {
-        let kind = match value {
-            Value::Null => "null",
-            Value::Bool(_) => "a boolean",
-            Value::Number(_) => "a number",
-            Value::String(_) => "a string",
-            _ => "an array",
-        };
         return Err(LoomError::new(
             ErrorCode::BadRequest,
             format!(
-                "the body is {kind}: send the op's arguments as one JSON object ({{}} for none)"
+                "the body is JSON {}: send the op's arguments as one JSON object ({{}} for none)",
+                loom_core::type_name(&value)
             ),
         ));
     }
