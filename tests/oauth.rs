@@ -548,6 +548,28 @@ async fn registration_rules() {
         )
         .await;
         assert_eq!(a.body["error"], "invalid_client_metadata", "{n}");
+        // A name that would turn around or hide the host the consent page
+        // names after it.
+        for name in ["Cursor \u{202E}", "A\u{2067}B", "Ap\u{200B}p"] {
+            let a = register(
+                &t,
+                serde_json::json!({"client_name": name, "redirect_uris": [REDIRECT]}),
+            )
+            .await;
+            assert_eq!(
+                (a.status, a.body["error"].as_str()),
+                (400, Some("invalid_client_metadata")),
+                "{n} {name:?}: {}",
+                a.text
+            );
+        }
+        // An emoji joined by a zero-width joiner is a name.
+        let a = register(
+            &t,
+            serde_json::json!({"client_name": "\u{1F469}\u{200D}\u{1F4BB} Agent", "redirect_uris": [REDIRECT]}),
+        )
+        .await;
+        assert_eq!(a.status, 201, "{n}: {}", a.text);
         t.server.shutdown().await;
     }
 }
@@ -1411,7 +1433,7 @@ async fn a_disabled_account_keeps_nothing() {
 }
 
 #[tokio::test]
-async fn a_subject_removed_from_platform_admins_loses_it_on_refresh() {
+async fn a_subject_removed_from_platform_admins_loses_it_at_once() {
     for t in servers(|c| {
         oauth_on(c);
         c.platform_admins = vec!["ana".into()];
@@ -1423,13 +1445,16 @@ async fn a_subject_removed_from_platform_admins_loses_it_on_refresh() {
         let client_id = register_client(&t, "App", REDIRECT).await;
         let code = code_for(&t, &client_id, "ana").await;
         let a = exchange(&t, &client_id, &code).await;
-        assert_eq!(
-            claims(a.body["access_token"].as_str().unwrap())["platform_admin"],
-            true,
-            "{n}"
-        );
+        let at = a.body["access_token"].as_str().unwrap().to_owned();
         let rt = a.body["refresh_token"].as_str().unwrap().to_owned();
-        // Restart on the same database without ana in LOOM_PLATFORM_ADMINS.
+        // The token does not carry the power: the list does, at each call.
+        assert_eq!(claims(&at)["platform_admin"], false, "{n}");
+        let other_org =
+            serde_json::json!({"org": "other", "namespace": "default", "memory_key": "k"});
+        let r = t.post("memory.get", Some(&at), other_org.clone()).await;
+        assert_ne!(r.code(), "ORG_MISMATCH", "{n}: {}", r.text);
+        // Restart on the same database without ana in LOOM_PLATFORM_ADMINS:
+        // the access token issued before acts in its own org only.
         let mut config = t.server.app.config.clone();
         config.platform_admins.clear();
         t.server.shutdown().await;
@@ -1440,6 +1465,9 @@ async fn a_subject_removed_from_platform_admins_loses_it_on_refresh() {
             client: t.client,
         };
         again.wait_ready().await;
+        let r = again.post("memory.get", Some(&at), other_org).await;
+        assert_eq!(r.status, 403, "{n}: {}", r.text);
+        assert_eq!(r.code(), "ORG_MISMATCH", "{n}");
         let a = refresh(&again, &client_id, &rt).await;
         assert_eq!(a.status, 200, "{n}: {}", a.text);
         assert_eq!(

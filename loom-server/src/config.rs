@@ -233,10 +233,11 @@ fn parse_bool(name: &str, raw: &str) -> Result<bool, String> {
 pub const MAX_DATABASE_CONNECTIONS: u32 = 1_000;
 
 fn positive(name: &str, raw: &str) -> Result<u32, String> {
-    match parse::<u32>(name, raw, "a positive whole number")? {
-        0 => Err(format!(
-            "{name}={raw:?} is not valid: expected a positive whole number"
-        )),
+    // The bound is in the message: a value refused for its size alone is
+    // still "a positive whole number" to whoever wrote it.
+    const EXPECTED: &str = "a positive whole number up to 4294967295";
+    match parse::<u32>(name, raw, EXPECTED)? {
+        0 => Err(format!("{name}={raw:?} is not valid: expected {EXPECTED}")),
         n => Ok(n),
     }
 }
@@ -953,6 +954,10 @@ mod tests {
         );
         let c = Config::from_vars(&vars(&[("LOOM_DATABASE_MAX_CONNECTIONS", "1000")])).unwrap();
         assert_eq!(c.database_max_connections, Some(1000));
+        // Refused for its size: the message gives the bound.
+        let e = Config::from_vars(&vars(&[("LOOM_OAUTH_ACCESS_TTL_SECS", "999999999999")]))
+            .unwrap_err();
+        assert!(e.contains("up to 4294967295"), "{e}");
     }
 
     #[test]

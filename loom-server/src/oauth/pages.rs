@@ -69,9 +69,10 @@ pub struct Asking<'a> {
 
 fn asking_text(a: &Asking<'_>) -> String {
     format!(
-        "<p><strong>{}</strong> <span class=\"muted\">(client <code>{}</code>)</span> asks to use Loom as you. \
-         The authorization will be sent to <strong>{}</strong>.</p>\
-         <p class=\"muted\">Redirect: <code>{}</code></p>",
+        // <bdi>: what a client wrote keeps its direction to itself.
+        "<p><strong><bdi>{}</bdi></strong> <span class=\"muted\">(client <code>{}</code>)</span> asks to use Loom as you. \
+         The authorization will be sent to <strong><bdi>{}</bdi></strong>.</p>\
+         <p class=\"muted\">Redirect: <code><bdi>{}</bdi></code></p>",
         escape(a.client_name),
         escape(a.client_id),
         escape(a.redirect_host),
@@ -106,8 +107,8 @@ pub fn consent(a: &Asking<'_>, username: &str, request: &str, csrf: &str) -> Res
     let body = format!(
         "<h1>Allow access to Loom?</h1>\
          <p>Signed in as <strong>{}</strong>.</p>{}\
-         <p>If you allow it, <strong>{}</strong> can call Loom with your roles and namespaces \
-         until you sign out of it or your account is disabled.</p>\
+         <p>If you allow it, <strong><bdi>{}</bdi></strong> can call Loom with your roles and namespaces \
+         until its sign-in expires or your account is disabled.</p>\
          <form method=\"post\" action=\"/oauth/authorize/consent\">\
          <input type=\"hidden\" name=\"request\" value=\"{}\">\
          <input type=\"hidden\" name=\"csrf\" value=\"{}\">\

@@ -103,6 +103,24 @@ fn string_list(v: &Value) -> Option<Vec<String>> {
         .collect()
 }
 
+/// A character that reorders the text after it (the bidirectional
+/// embeddings, overrides, isolates and marks) or shows nothing (zero-width
+/// space, word joiner, byte order mark): in a client's name on the
+/// consent page it could turn around or hide the host that follows.
+fn reorders_or_hides(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}'
+            | '\u{200B}'
+            | '\u{200E}'
+            | '\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
 fn bad_metadata(description: &str) -> Response {
     json_error(
         StatusCode::BAD_REQUEST,
@@ -200,17 +218,19 @@ pub async fn register(
     let client_name = match meta.get("client_name") {
         None | Some(Value::Null) => "an unnamed client".to_owned(),
         // The consent page shows the name: no control characters (a NUL
-        // would also fail PostgreSQL's text).
+        // would also fail PostgreSQL's text), and none that turn or hide
+        // the text around them, such as a right-to-left override.
         Some(Value::String(n))
             if !n.trim().is_empty()
                 && n.chars().count() <= 200
-                && !n.chars().any(char::is_control) =>
+                && !n.chars().any(|c| c.is_control() || reorders_or_hides(c)) =>
         {
             n.trim().to_owned()
         }
         Some(_) => {
             return bad_metadata(
-                "client_name must be a string of 1 to 200 characters, none of them control characters",
+                "client_name must be a string of 1 to 200 characters, none of them control, \
+                 bidirectional formatting or zero-width characters",
             );
         }
     };

@@ -393,7 +393,10 @@ async fn issue(
         role: user.role,
         namespaces: user.namespaces.clone(),
         ttl_secs: ttl,
-        platform_admin: app.config.platform_admins.contains(&user.username),
+        // Never in the token: the subject's place in LOOM_PLATFORM_ADMINS is
+        // read at every call (pipeline::auth), so a subject taken off the
+        // list loses it at once, not when its access token expires.
+        platform_admin: false,
         consumer: Some(format!("oauth:{client_id}")),
     };
     let (access, claims) = match app.keys.mint_for_audience(spec, resource) {
