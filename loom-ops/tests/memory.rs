@@ -996,9 +996,17 @@ async fn the_blacklist_refuses_matching_content_and_sweeps_existing_rows() {
             "RESOURCE_NOT_FOUND",
             "{n}"
         );
+        // A pattern longer than any held is refused as add refuses it, its
+        // refusal audited (it once failed compiling its case-blind match).
+        let long = "b".repeat(200_000);
+        assert_eq!(
+            code(h.call("blacklist.remove", json!({ "pattern": long })).await),
+            "INVALID_ARGUMENTS",
+            "{n}"
+        );
         assert_eq!(
             h.audit("blacklist.remove").await,
-            ["ok", "RESOURCE_NOT_FOUND"],
+            ["ok", "RESOURCE_NOT_FOUND", "INVALID_ARGUMENTS"],
             "{n}"
         );
     }

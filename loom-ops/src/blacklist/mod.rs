@@ -34,6 +34,22 @@ async fn add(cx: &OpCx, input: BlacklistAdd) -> OpResult<BlacklistAdded> {
     audited(store, cx, add_pattern(store, cx, input).await).await
 }
 
+/// The most bytes a pattern may have.
+const MAX_PATTERN_BYTES: usize = 256;
+
+fn within_bound(pattern: &str) -> OpResult<()> {
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err(invalid(
+            "pattern",
+            format!(
+                "pattern is {} bytes; at most {MAX_PATTERN_BYTES}",
+                pattern.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<BlacklistAdded> {
     let pattern = input.pattern.trim();
     // Wildcards alone with a `*` match every content at least as long as
@@ -42,12 +58,7 @@ async fn add_pattern(store: &Store, cx: &OpCx, input: BlacklistAdd) -> OpResult<
     {
         return Err(invalid("pattern", "pattern is empty or matches everything"));
     }
-    if pattern.len() > 256 {
-        return Err(invalid(
-            "pattern",
-            format!("pattern is {} bytes; at most 256", pattern.len()),
-        ));
-    }
+    within_bound(pattern)?;
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
     // No write of content is between its check of the patterns and its
@@ -170,6 +181,9 @@ async fn remove_pattern(
     input: BlacklistRemove,
 ) -> OpResult<BlacklistRemoved> {
     let pattern = input.pattern.trim();
+    // None longer is held; and the comparison ignoring case compiles the
+    // pattern into a regular expression, which has a size bound of its own.
+    within_bound(pattern)?;
     let mut tx = store.begin_write().await?;
     require_namespace(tx.conn(), cx).await?;
     match store::remove(tx.conn(), cx, pattern).await? {
