@@ -22,6 +22,36 @@ const MOST_NEAR_MISS_BYTES: usize = 128;
 /// Unknown keys a refusal looks for near misses of and names, at most (a
 /// call may send thousands): the first ones, then how many more there were.
 const MOST_UNKNOWN_MATCHED: usize = 32;
+/// Field errors a refusal names, at most: the first ones, then how many
+/// more there were. A body under the size limit can hold hundreds of
+/// thousands of wrong items, and a message each would make the answer
+/// (and the server's memory while it is written) fifty times the call.
+const MOST_FIELD_ERRORS: usize = 32;
+
+/// The field errors of one call: the first [`MOST_FIELD_ERRORS`], and how
+/// many more.
+#[derive(Default)]
+struct FieldErrors {
+    named: Vec<String>,
+    more: usize,
+}
+
+impl From<Vec<String>> for FieldErrors {
+    /// A list an op made itself, short by construction.
+    fn from(named: Vec<String>) -> Self {
+        FieldErrors { named, more: 0 }
+    }
+}
+
+impl FieldErrors {
+    fn push(&mut self, error: String) {
+        if self.named.len() < MOST_FIELD_ERRORS {
+            self.named.push(error);
+        } else {
+            self.more += 1;
+        }
+    }
+}
 
 /// The arguments callers see in refusals: listed fields only, minus `namespace`
 /// (every op takes it and the caller's default fills it).
@@ -191,7 +221,7 @@ impl Validator {
                 return Err(self.unknown_argument(op, &near));
             }
         }
-        let mut errors = Vec::new();
+        let mut errors = FieldErrors::default();
         if let Some(compiled) = &self.compiled {
             for e in compiled.iter_errors(args) {
                 if let Some(msg) = field_error(&self.schema, &e) {
@@ -205,7 +235,7 @@ impl Validator {
         if has_wide_number(args) {
             range_errors(&self.schema, args, &mut errors);
         }
-        if errors.is_empty() && unknown.is_empty() {
+        if errors.named.is_empty() && unknown.is_empty() {
             Ok(())
         } else {
             Err(self.invalid(op, args, errors, unknown))
@@ -219,7 +249,7 @@ impl Validator {
             "arguments: Input should be an object [object_type], got {}",
             type_name(args)
         );
-        self.invalid(op, args, vec![error], Vec::new())
+        self.invalid(op, args, vec![error].into(), Vec::new())
     }
 
     /// The invalid-arguments refusal of `args` for these field errors, in
@@ -227,7 +257,7 @@ impl Validator {
     /// `required`, `optional`, `unknown`, `example`): for an argument a
     /// transport takes out before the check (MCP's `_idempotency_key`).
     pub fn refusal(&self, op: &str, args: &Value, errors: Vec<String>) -> LoomError {
-        self.invalid(op, args, errors, Vec::new())
+        self.invalid(op, args, errors.into(), Vec::new())
     }
 
     /// The refusal of a state-changing call that sent a top-level key the
@@ -312,9 +342,14 @@ impl Validator {
             (Some((field, why)), _) => self.missing(op, &no_args, field, why),
             (None, Some(field)) if !error.message().starts_with(field) => {
                 let line = format!("{field}: {}", error.message());
-                self.invalid(op, &no_args, vec![line], Vec::new())
+                self.invalid(op, &no_args, vec![line].into(), Vec::new())
             }
-            (None, _) => self.invalid(op, &no_args, vec![error.message().to_owned()], Vec::new()),
+            (None, _) => self.invalid(
+                op,
+                &no_args,
+                vec![error.message().to_owned()].into(),
+                Vec::new(),
+            ),
         };
         for (key, value) in error.detail() {
             if !shaped.detail().contains_key(key) {
@@ -342,14 +377,14 @@ impl Validator {
             fields.insert(field.to_owned(), Value::String(format!("<{field}>")));
         }
         let errors = vec![format!("{field}: {why} [missing]")];
-        refusal(op, errors, Vec::new(), example, &required, &optional)
+        refusal(op, errors.into(), Vec::new(), example, &required, &optional)
     }
 
     fn invalid(
         &self,
         op: &str,
         args: &Value,
-        errors: Vec<String>,
+        errors: FieldErrors,
         unknown: Vec<Unknown>,
     ) -> LoomError {
         let example = self.example(args);
@@ -377,16 +412,19 @@ impl Validator {
 /// The "invalid arguments" answer: its text and its parts.
 fn refusal(
     op: &str,
-    errors: Vec<String>,
+    errors: FieldErrors,
     unknown: Vec<Unknown>,
     example: Value,
     required: &[String],
     optional: &[String],
 ) -> LoomError {
     let mut text = format!("{op}: invalid arguments.");
-    for e in &errors {
+    for e in &errors.named {
         text.push('\n');
         text.push_str(e);
+    }
+    if errors.more > 0 {
+        text.push_str(&format!("\n(and {} more errors)", errors.more));
     }
     let mut unknown_map = Map::new();
     for u in unknown.iter().take(MOST_UNKNOWN_MATCHED) {
@@ -410,7 +448,7 @@ fn refusal(
     text.push_str(&spaced(&example));
     LoomError::new(ErrorCode::InvalidArguments, text)
         .with_detail("op", op)
-        .with_detail("errors", errors)
+        .with_detail("errors", errors.named)
         .with_detail("required", required.to_vec())
         .with_detail("optional", optional.to_vec())
         .with_detail("unknown", Value::Object(unknown_map))
@@ -582,7 +620,7 @@ fn has_nul(v: &Value) -> bool {
 /// Every string (object keys included) holding a NUL character. No op
 /// means one, and PostgreSQL's text refuses it outright: checked here, it is
 /// the caller's mistake on both backends instead of a failed statement on one.
-fn nul_errors(v: &Value, path: &str, out: &mut Vec<String>) {
+fn nul_errors(v: &Value, path: &str, out: &mut FieldErrors) {
     const NUL: &str = "should not contain the NUL character (\\u0000) [string_nul]";
     match v {
         Value::String(s) if s.contains('\0') => out.push(format!("{}: String {NUL}", at(path))),
@@ -676,7 +714,7 @@ fn wide_integers(schema: &Value, value: &Value, pointer: &str, out: &mut Vec<Str
 /// Every whole number where the schema declares an integer that an `i64`
 /// cannot hold (the others [`Validator::integers_as_declared`] makes
 /// integers). A number with a fraction is the schema's type error already.
-fn range_errors(schema: &Value, args: &Value, out: &mut Vec<String>) {
+fn range_errors(schema: &Value, args: &Value, out: &mut FieldErrors) {
     let mut pointers = Vec::new();
     wide_integers(schema, args, "", &mut pointers);
     for pointer in pointers {
@@ -1456,6 +1494,37 @@ mod tests {
             err.message()
         );
         assert_eq!(err.detail()["example"], json!({"memory_key": "k"}));
+    }
+
+    #[test]
+    fn hostile_wrong_items_are_not_each_named() {
+        let v = validator::<Get>();
+        // 250,000 items of the wrong type (750 kB, under the body limit):
+        // the first ones are named, then how many more, and the whole
+        // refusal stays the size of a refusal.
+        let args = json!({"memory_key": "k", "fields": vec![1; 250_000]});
+        let err = v.check("memory.get", &args, false).unwrap_err();
+        let errors = err.detail()["errors"].as_array().unwrap().clone();
+        assert_eq!(errors.len(), MOST_FIELD_ERRORS);
+        assert!(
+            errors[0].as_str().unwrap().starts_with("fields.0: "),
+            "{errors:?}"
+        );
+        let more = 250_000 - MOST_FIELD_ERRORS;
+        assert!(
+            err.message().contains(&format!("(and {more} more errors)")),
+            "{}",
+            err.message()
+        );
+        let size = err.message().len() + serde_json::to_string(err.detail()).unwrap().len();
+        assert!(size < 20_000, "{size} bytes");
+        // As many NULs.
+        let args = json!({"memory_key": "k", "fields": vec!["\u{0}"; 250_000]});
+        let err = v.check("memory.get", &args, false).unwrap_err();
+        assert_eq!(
+            err.detail()["errors"].as_array().map(Vec::len),
+            Some(MOST_FIELD_ERRORS)
+        );
     }
 
     #[test]
