@@ -561,6 +561,115 @@ async fn a_session_run_is_its_sessions_own() {
     }
 }
 
+/// An org-wide token's session has a run in each org it acts in, filed in
+/// its default namespace there: a call in another org neither carries the
+/// home org's run (whose calls would not be counted by the idle sweep nor
+/// shown by run.get) nor goes without one; DELETE /mcp closes them all. A
+/// caller refused where its run would be filed (a restricted namespace of
+/// another org) gets none there.
+#[tokio::test]
+async fn a_session_has_a_run_in_each_org_it_acts_in() {
+    for t in servers(generous).await {
+        let n = t.name();
+        t.create_namespace("globex", "default").await;
+        let wide = t.token("*", "svc", Role::Admin, &[]);
+        let mut c = McpClient::new(&t, Some(&wide), "");
+        c.initialize("Cursor", "2025-11-25").await;
+        for (org, key) in [("default", "a"), ("globex", "g"), ("globex", "h")] {
+            let r = c
+                .call(
+                    "loom_memory_set",
+                    json!({"org": org, "memory_key": key, "content": "v"}),
+                )
+                .await;
+            assert_eq!(r["isError"], false, "{n}: {r}");
+        }
+        let run_in = |org: &'static str| {
+            let t = &t;
+            let session = c.session.clone().unwrap();
+            async move {
+                let rows: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT run_id, status FROM runs WHERE session_id = $1 AND org = $2",
+                )
+                .bind(session)
+                .bind(org)
+                .fetch_all(t.db.store.reader())
+                .await
+                .unwrap();
+                assert_eq!(rows.len(), 1, "one run in {org}: {rows:?}");
+                rows[0].clone()
+            }
+        };
+        let (home, _) = run_in("default").await;
+        let (away, _) = run_in("globex").await;
+        assert_ne!(home, away, "{n}");
+        let got = c
+            .call(
+                "loom_memory_get",
+                json!({"org": "globex", "memory_key": "g"}),
+            )
+            .await;
+        assert_eq!(
+            got["structuredContent"]["run_id"],
+            away.as_str(),
+            "{n}: {got}"
+        );
+        t.flush_ledger().await;
+        let detail = t
+            .post(
+                "run.get",
+                Some(&wide),
+                json!({"org": "globex", "run_id": away}),
+            )
+            .await;
+        assert_eq!(detail.status, 200, "{n}: {}", detail.text);
+        let sets = detail.body["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["op"] == "memory.set")
+            .count();
+        assert_eq!(sets, 2, "{n}: {}", detail.text);
+        let del = t
+            .send(
+                t.client
+                    .delete(c.url())
+                    .bearer_auth(&wide)
+                    .header("mcp-session-id", c.session.clone().unwrap()),
+            )
+            .await;
+        assert_eq!(del.status, 204, "{n}: {}", del.text);
+        assert_eq!(run_in("default").await.1, "closed", "{n}");
+        assert_eq!(run_in("globex").await.1, "closed", "{n}");
+
+        // Refused where its run would be filed: no run there.
+        sqlx::query(
+            "INSERT INTO namespaces (org, namespace, restricted, created_ms) VALUES ('default', 'rdef', $1, 0)",
+        )
+        .bind(true)
+        .execute(t.db.store.writer())
+        .await
+        .unwrap();
+        let outsider = t.token("*", "outsider", Role::Admin, &["rdef"]);
+        let mut o = McpClient::new(&t, Some(&outsider), "");
+        o.initialize("Cursor", "2025-11-25").await;
+        let r = o
+            .call(
+                "loom_memory_set",
+                json!({"memory_key": "x", "content": "v"}),
+            )
+            .await;
+        assert_eq!(r["structuredContent"]["code"], "ORG_MISMATCH", "{n}: {r}");
+        assert_eq!(
+            t.count("SELECT COUNT(*) FROM runs WHERE subject = 'outsider'")
+                .await,
+            0,
+            "{n}"
+        );
+        t.server.shutdown().await;
+    }
+}
+
 /// A session's run closed by another process (its idle sweep) is not
 /// carried on by the server holding the session: past the recheck
 /// interval (`min(60 s, idle / 4)`, none here) a call asks the store, and

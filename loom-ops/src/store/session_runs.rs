@@ -65,21 +65,26 @@ impl Store {
         Ok(row.map(|(id,)| id))
     }
 
-    /// Closes the session's open run (the session ended); `true` when one was open.
-    pub async fn close_session_run(
+    /// Closes the session's open runs, one per org it acted in (the session
+    /// ended), in `org` only when given (a caller bound to one org);
+    /// `true` when one was open.
+    pub async fn close_session_runs(
         &self,
-        org: &str,
+        org: Option<&str>,
         subject: &str,
         session_id: &str,
     ) -> OpResult<bool> {
+        // Without an org the statement walks the open session runs
+        // (runs_open_sessions, migration 0006), whatever their org.
         let done = sqlx::query(
             "UPDATE runs SET status = 'closed', close_reason = 'session_ended', completed_ms = $1 \
-             WHERE org = $2 AND subject = $3 AND session_id = $4 AND status = 'open'",
+             WHERE session_id = $2 AND subject = $3 AND status = 'open' \
+             AND ($4 IS NULL OR org = $4)",
         )
         .bind(now_ms())
-        .bind(org)
-        .bind(subject)
         .bind(session_id)
+        .bind(subject)
+        .bind(org)
         .execute(self.writer())
         .await
         .map_err(db_error)?;

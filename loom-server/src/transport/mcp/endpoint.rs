@@ -585,17 +585,20 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
         }
         return response;
     }
-    // The implicit run is filed under the caller's home org
-    // (`methods::workspace`), not the token's org, which is `*` for an
-    // org-wide token.
-    let org = super::methods::home_org(caller.as_ref());
+    // A session has an implicit run in each org it acted in: a caller
+    // bound to its org has runs there only, an org-wide token or a
+    // platform admin wherever it acted.
+    let org = caller
+        .as_ref()
+        .filter(|c| c.org != "*" && !c.platform_admin)
+        .map(|c| c.org.as_str());
     let subject = caller
         .as_ref()
         .map_or(pipeline::identity::ANONYMOUS, |c| c.subject.as_str());
     let close_run = || async {
         mcp.app
             .store
-            .close_session_run(org, subject, &id)
+            .close_session_runs(org, subject, &id)
             .await
             .unwrap_or_else(|e| {
                 tracing::warn!(
@@ -620,9 +623,10 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
         }
         // A session no server keeps (opened before sessions were kept in
         // the store, or evicted from a cache whose store write failed)
-        // still ends its run, when the caller's own run of that session is
-        // open: the run is keyed by the caller's org and subject, so no one
-        // else's can be closed.
+        // still ends its runs, when the caller's own run of that session is
+        // open: a run is keyed by its org and the caller's subject, and a
+        // caller bound to an org closes runs in it only, so no one else's
+        // can be closed.
         None if caller.is_some() && close_run().await => StatusCode::NO_CONTENT.into_response(),
         None => session_gone(None),
     }

@@ -180,6 +180,9 @@ pub async fn claim(
 /// A session's implicit run, as this process last found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionRun {
+    /// The org it is in: a session acting in several orgs (an org-wide
+    /// token, a platform admin) has a run in each.
+    pub org: String,
     /// The run id.
     pub id: String,
     /// When the store last showed it open.
@@ -314,8 +317,8 @@ impl Sessions {
         }
     }
 
-    /// Remembers the session's implicit run, found open just now.
-    pub fn set_run(&self, id: &str, run_id: &str) {
+    /// Remembers the session's implicit run in `org`, found open just now.
+    pub fn set_run(&self, id: &str, org: &str, run_id: &str) {
         if let Some(s) = self
             .inner
             .lock()
@@ -324,6 +327,7 @@ impl Sessions {
             .get_mut(id)
         {
             s.run = Some(SessionRun {
+                org: org.to_owned(),
                 id: run_id.to_owned(),
                 checked: Instant::now(),
             });
@@ -430,8 +434,8 @@ mod tests {
         let s = Sessions::new(4);
         let a = s.open(session("a"));
         let b = s.open(session("b"));
-        s.set_run(&a, "run-a");
-        s.set_run(&b, "run-b");
+        s.set_run(&a, "default", "run-a");
+        s.set_run(&b, "default", "run-b");
         s.forget_runs(&["run-a".to_owned()]);
         assert_eq!(s.get(&a).unwrap().run_id(), None);
         assert_eq!(s.get(&b).unwrap().run_id(), Some("run-b"));

@@ -3,7 +3,7 @@
 //! ([`crate::pipeline::call_to_completion`]): the same gates as `POST /v1/<op>`.
 
 use loom_core::render::{loom_op_routes, render_op_names};
-use loom_core::{ErrorCode, Listing, LoomError, Op, Output, Transport, lean::lean};
+use loom_core::{ErrorCode, Listing, LoomError, Op, Output, Scope, Transport, lean::lean};
 use serde_json::{Map, Value, json};
 
 use super::endpoint::{Connection, Mcp};
@@ -11,7 +11,7 @@ use super::jsonrpc::{Id, JsonText, Reply, code};
 use super::listing::{LOOM_ACTIVATE, LOOM_OP, LOOM_SEARCH, SEARCH_OP, lists};
 use super::methods::primer_text;
 use super::outcome::{Replayed, fault_error, is_refusal, refusal_result, tool_result};
-use crate::pipeline::{self, CallPolicy, CallRequest};
+use crate::pipeline::{self, CallPolicy, CallRequest, identity};
 
 use super::methods::RpcResult;
 
@@ -345,14 +345,14 @@ async fn call_op(
 ) -> Result<(Output, Replayed), LoomError> {
     let mut refuse = None;
     let run_id = if op.meta.run_scoped {
-        match session_run(mcp, conn, op).await {
+        match session_run(mcp, conn, op, &args).await {
             SessionRun::Found(run_id) => run_id,
             // A read goes on without the run (it is labelled with it, not
             // filtered by it); a change is refused as its own write would
             // be, and the session's next call begins the run.
-            SessionRun::OverBudget => {
+            SessionRun::Failed(e) => {
                 if !op.read_only() {
-                    refuse = Some(pipeline::over_budget(op));
+                    refuse = Some(e);
                 }
                 None
             }
@@ -375,37 +375,57 @@ async fn call_op(
 /// What a call finds of its session's run.
 enum SessionRun {
     /// The run's id; none without a session, on the assistant toolset, or
-    /// when it could not be begun (logged).
+    /// where no run can be filed.
     Found(Option<String>),
-    /// Beginning it did not finish within the op's budget.
-    OverBudget,
+    /// Beginning it failed, or did not finish within the op's budget: a
+    /// change is refused with this (its own write would fail alike).
+    Failed(LoomError),
 }
 
 /// The session's implicit run, begun by its first run-scoped call: one per
-/// (org, token subject, session), filed in the caller's default namespace.
-async fn session_run(mcp: &Mcp, conn: &Connection, op: &Op) -> SessionRun {
+/// (org, token subject, session), filed in the caller's default namespace
+/// of the org the call acts in, when that namespace exists and the caller
+/// may act there (else the call goes without one).
+async fn session_run(mcp: &Mcp, conn: &Connection, op: &Op, args: &Value) -> SessionRun {
     let (Some(session_id), Some(session)) = (&conn.session_id, &conn.session) else {
         return SessionRun::Found(None);
     };
     if conn.listing == Listing::Assistant {
         return SessionRun::Found(None);
     }
+    let caller = conn.caller.as_ref();
+    // The org the call acts in; one it may not act in is refused by the
+    // pipeline, with no run begun for it.
+    let Ok(Scope { org, .. }) = identity::resolve(caller, args, None) else {
+        return SessionRun::Found(None);
+    };
     // The run this process found open a moment ago; past `run_recheck` the
     // store says whether it still is (another replica may have closed it),
     // and a new one is begun when it is not.
     if let Some(s) = mcp.sessions.get(session_id)
         && let Some(run) = s.run
+        && run.org == org
         && run.checked.elapsed() < mcp.app.config.mcp.run_recheck()
     {
         return SessionRun::Found(Some(run.id));
     }
     let ws = super::methods::workspace(conn);
-    let subject = conn
-        .caller
-        .as_ref()
-        .map_or(crate::pipeline::identity::ANONYMOUS, |c| c.subject.as_str());
+    // Both steps together within the op's budget, as the op's own write.
+    let deadline = tokio::time::Instant::now() + op.budget;
+    // Filed where the caller may act: a run in a restricted namespace of
+    // another org would show the caller's session to its members.
+    let place = json!({"org": org, "namespace": ws.namespace});
+    let policy = CallPolicy::default();
+    let access = pipeline::check_access(&mcp.app, caller, &place, None, &policy);
+    match tokio::time::timeout_at(deadline, access).await {
+        Err(_) => return SessionRun::Failed(pipeline::over_budget(op)),
+        Ok(Err(e)) if e.status() >= 500 => return SessionRun::Failed(e),
+        Ok(Err(_)) => return SessionRun::Found(None),
+        Ok(Ok(())) => {}
+    }
+    let subject = caller.map_or(crate::pipeline::identity::ANONYMOUS, |c| c.subject.as_str());
     let key = loom_ops::store::SessionRunKey {
-        org: &ws.org,
+        org: &org,
         namespace: &ws.namespace,
         subject,
         agent: &session.agent,
@@ -413,31 +433,31 @@ async fn session_run(mcp: &Mcp, conn: &Connection, op: &Op) -> SessionRun {
     };
     // Beginning it is a write: with the store locked by another program it
     // waits within the op's budget, as the op would.
-    let Ok(begun) = tokio::time::timeout(op.budget, mcp.app.store.session_run(&key)).await else {
+    let Ok(begun) = tokio::time::timeout_at(deadline, mcp.app.store.session_run(&key)).await else {
         tracing::warn!(op = %op.name, "session run not begun within the call's budget");
-        return SessionRun::OverBudget;
+        return SessionRun::Failed(pipeline::over_budget(op));
     };
-    SessionRun::Found(match begun {
+    match begun {
         Ok(Some(run_id)) => {
-            mcp.sessions.set_run(session_id, &run_id);
-            Some(run_id)
+            mcp.sessions.set_run(session_id, &org, &run_id);
+            SessionRun::Found(Some(run_id))
         }
         Ok(None) => {
             tracing::debug!(
-                org = %ws.org,
+                org = %org,
                 namespace = %ws.namespace,
                 "session run not begun: its default namespace does not exist"
             );
-            None
+            SessionRun::Found(None)
         }
         Err(e) => {
             tracing::warn!(
                 cause = e.internal_message().unwrap_or(e.message()),
                 "session run not begun"
             );
-            None
+            SessionRun::Failed(e)
         }
-    })
+    }
 }
 
 /// `loom_search`: `search.query` with lenient options and a text summary.
