@@ -1667,3 +1667,49 @@ async fn older_revisions_get_only_the_fields_they_know() {
         t.server.shutdown().await;
     }
 }
+
+/// loom_search names no namespace: a caller whose default namespace does
+/// not exist in its org searches the others it may read, rather than being
+/// refused; with none to read, the missing default is said.
+#[tokio::test]
+async fn loom_search_goes_on_without_a_default_namespace_that_does_not_exist() {
+    for t in servers(generous).await {
+        let n = t.name();
+        t.create_namespace("globex", "gx").await;
+        let token = t.token("globex", "gia", Role::Writer, &[]);
+        let set = t
+            .post(
+                "memory.set",
+                Some(&token),
+                json!({"namespace": "gx", "memory_key": "plan", "content": "the quarterly plan"}),
+            )
+            .await;
+        assert_eq!(set.status, 200, "{n}: {}", set.text);
+        let mut c = McpClient::new(&t, Some(&token), "");
+        c.initialize("Cursor", "2025-11-25").await;
+        let s = c
+            .call("loom_search", json!({"query": "quarterly plan"}))
+            .await;
+        assert_eq!(s["isError"], false, "{n}: {s}");
+        assert_eq!(
+            s["structuredContent"]["namespaces"],
+            json!(["gx"]),
+            "{n}: {s}"
+        );
+        assert_eq!(
+            s["structuredContent"]["memory"][0]["memory_key"], "plan",
+            "{n}: {s}"
+        );
+        let lone = t.token("initech", "ian", Role::Writer, &[]);
+        let refused = t
+            .post("search.query", Some(&lone), json!({"query": "plan"}))
+            .await;
+        assert_eq!(
+            (refused.status, refused.code()),
+            (404, "RESOURCE_NOT_FOUND"),
+            "{n}: {}",
+            refused.text
+        );
+        t.server.shutdown().await;
+    }
+}

@@ -180,6 +180,21 @@ async fn an_assistant_read_without_a_namespace_reads_the_first_the_token_may_rea
             )
             .await;
         refused(&r, "ORG_MISMATCH");
+        // a namespace the token names that does not exist is no default;
+        // the primer names the one calls use
+        let token = t.mint(mint_spec("default", "ned", Role::Viewer, &["gone", "team"]));
+        let mut a = McpClient::new(&t, Some(&token), ASSISTANT);
+        let init = a.initialize("Claude", "2025-11-25").await;
+        let instructions = init.body["result"]["instructions"].as_str().unwrap();
+        assert!(
+            instructions.contains("namespace team,"),
+            "{}: {instructions}",
+            t.name()
+        );
+        let got = a
+            .call("loom_memory_get", json!({"memory_key": "plan"}))
+            .await;
+        assert_eq!(ok(&got)["namespace"], "team", "{}", t.name());
         // `*` names no namespace; a token naming none keeps the caller's
         // default workspace
         for names in [&["*"][..], &[][..]] {

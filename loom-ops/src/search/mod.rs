@@ -3,7 +3,7 @@
 
 pub mod model;
 
-use loom_core::{OpCx, OpResult, loom_op};
+use loom_core::{ErrorCode, OpCx, OpResult, loom_op};
 
 use self::model::{Bodies, ProfileHit, SearchQuery, SearchResults};
 use crate::memory::rank::{self, Recipe, SearchFilter};
@@ -29,22 +29,37 @@ pub struct SearchSettings {
 /// access rule, [`loom_core::access`]): those its token names, or every
 /// one of the org for a token that names none or `*`, and those a grant
 /// gives it; never a restricted namespace of another org than the token's.
+///
+/// A search names no namespace: the caller's default one is left out
+/// when it does not exist, as long as another is read.
 async fn namespaces(store: &Store, cx: &OpCx) -> OpResult<Vec<String>> {
     let fan_out = cx
         .services()
         .get::<SearchSettings>()
         .map_or(FAN_OUT, |s| s.fan_out.max(1));
-    let mut out = vec![cx.scope.namespace.clone()];
+    let missing = match require_namespace_in(store, cx).await {
+        Ok(()) => None,
+        Err(e) if e.code() == ErrorCode::ResourceNotFound => Some(e),
+        Err(e) => return Err(e),
+    };
+    let home = &cx.scope.namespace;
+    let mut out = Vec::new();
+    if missing.is_none() {
+        out.push(home.clone());
+    }
     let org = &cx.scope.org;
     for (ns, facts) in store.memory_namespaces(org, &cx.caller.subject).await? {
         if out.len() >= fan_out {
             break;
         }
-        if !out.contains(&ns) && cx.caller.reach(org, &ns, facts).role().is_some() {
+        if &ns != home && !out.contains(&ns) && cx.caller.reach(org, &ns, facts).role().is_some() {
             out.push(ns);
         }
     }
-    Ok(out)
+    match missing {
+        Some(e) if out.is_empty() => Err(e),
+        _ => Ok(out),
+    }
 }
 
 /// Searches memory, profile, knowledge and conversations at once and
@@ -71,7 +86,6 @@ async fn query(cx: &OpCx, input: SearchQuery) -> OpResult<SearchResults> {
     let bodies = Bodies::lenient(input.bodies.as_deref());
     let terms = rank::terms(&input.query);
     let now = now_ms();
-    require_namespace_in(store, cx).await?;
     let namespaces = namespaces(store, cx).await?;
     let profile = crate::profile::store::read(store, cx).await?;
     // The read connection goes back to the pool before the exposures are queued.

@@ -489,12 +489,28 @@ async fn scope(
                 namespace: named.clone(),
                 ..scope.clone()
             };
-            if let Ok(access) = authorize::access(app, caller, &candidate).await {
+            // One the token names that does not exist is no default: each
+            // read there would be RESOURCE_NOT_FOUND.
+            if let Ok(access) = authorize::access(app, caller, &candidate).await
+                && access.found
+            {
                 return Ok((candidate, Some(access)));
             }
         }
     }
     Ok((scope, None))
+}
+
+/// Where a call naming no org or namespace acts on a connection with this
+/// policy (the namespace [`CallPolicy::readable_default`] picks included).
+pub async fn default_scope(
+    app: &App,
+    caller: Option<&Caller>,
+    default_agent: Option<&str>,
+    policy: &CallPolicy,
+) -> Result<Scope, LoomError> {
+    let no_args = Value::Object(serde_json::Map::new());
+    Ok(scope(app, caller, &no_args, default_agent, policy).await?.0)
 }
 
 /// The access refusal a call with these arguments would get on a

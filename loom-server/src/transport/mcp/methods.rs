@@ -292,6 +292,15 @@ pub fn workspace(conn: &Connection) -> Workspace {
 /// The primer with the caller's workspace and profile.
 pub async fn primer_text(mcp: &Mcp, conn: &Connection) -> String {
     let mut ws = workspace(conn);
+    // The namespace calls naming none act in, where the connection picks
+    // it by what the caller may read (the assistant's).
+    let policy = tools::policy(conn);
+    if policy.readable_default
+        && let Ok(scope) =
+            crate::pipeline::default_scope(&mcp.app, conn.caller.as_ref(), None, &policy).await
+    {
+        ws.namespace = scope.namespace;
+    }
     ws.profile = tools::caller_profile(mcp, conn).await;
     primer::primer(mcp.listings.registry(), &conn.listing, Some(&ws))
 }

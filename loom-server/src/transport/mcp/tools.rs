@@ -145,7 +145,7 @@ fn without_explain(op: &Op, mut args: Value) -> Value {
 
 /// What this connection asks of its calls: the assistant toolset's policy
 /// on `?toolset=assistant`, else the ordinary one.
-fn policy(conn: &Connection) -> CallPolicy {
+pub(super) fn policy(conn: &Connection) -> CallPolicy {
     if conn.listing == Listing::Assistant {
         CallPolicy::assistant()
     } else {
