@@ -87,19 +87,34 @@ async fn assistant_calls_are_ledgered_as_loom_assistant_unless_the_token_names_a
             "UNKNOWN_OP",
         );
         refused(&a.call("loom_no_such_tool", json!({})).await, "UNKNOWN_OP");
+        // arguments refused before the pipeline reads them are ledgered
+        // as any refused call
+        for (args, code) in [
+            (json!([1, 2]), "INVALID_ARGUMENTS"),
+            (
+                json!({"memory_key": "deploy", "_idempotency_key": 5}),
+                "INVALID_ARGUMENTS",
+            ),
+            (
+                json!({"memory_key": "deploy", "_idempotency_key": "a", "idempotency_key": "b"}),
+                "BAD_REQUEST",
+            ),
+        ] {
+            refused(&a.call("loom_memory_get", args).await, code);
+        }
         let rows = ledger(&t, "viv").await;
         let assistant = Some("loom-assistant".to_owned());
+        let row = |op: &str, outcome: &str| (op.to_owned(), assistant.clone(), outcome.to_owned());
         assert_eq!(
             rows,
             vec![
-                ("memory.get".into(), assistant.clone(), "ok".into()),
-                ("memory.get".into(), assistant.clone(), "ok".into()),
-                ("memory.set".into(), assistant.clone(), "UNKNOWN_OP".into()),
-                (
-                    "search.query".into(),
-                    assistant.clone(),
-                    "UNKNOWN_OP".into()
-                ),
+                row("memory.get", "ok"),
+                row("memory.get", "ok"),
+                row("memory.set", "UNKNOWN_OP"),
+                row("search.query", "UNKNOWN_OP"),
+                row("memory.get", "INVALID_ARGUMENTS"),
+                row("memory.get", "INVALID_ARGUMENTS"),
+                row("memory.get", "BAD_REQUEST"),
             ],
             "{}",
             t.name()
@@ -110,8 +125,8 @@ async fn assistant_calls_are_ledgered_as_loom_assistant_unless_the_token_names_a
             .call("loom_memory_get", json!({"memory_key": "deploy"}))
             .await);
         let rows = ledger(&t, "viv").await;
-        assert_eq!(rows.len(), 5);
-        assert_eq!(rows[4].1, None, "{}: {rows:?}", t.name());
+        assert_eq!(rows.len(), 8);
+        assert_eq!(rows[7].1, None, "{}: {rows:?}", t.name());
         // a token whose consumer claim names another consumer keeps it
         let claimed = t.mint(MintSpec {
             consumer: Some("acme-portal".into()),

@@ -184,9 +184,10 @@ async fn run(
     args: Value,
     shape: Shape,
 ) -> RpcResult {
+    let place = place_of(&args);
     let (args, idempotency_key, explain) = match prepare(op, args) {
         Ok(p) => p,
-        Err(e) => return Ok(refusal(conn, &e)),
+        Err(e) => return refused_call(mcp, conn, op, place, e).await,
     };
     let outcome = call_op(mcp, conn, op, args, idempotency_key).await;
     let answer = outcome.and_then(|(output, replayed)| {
@@ -196,6 +197,45 @@ async fn run(
         Ok((json, replayed)) => Ok(tool_result(json, None, replayed, conn.revision)),
         Err(e) => answer_error(mcp, conn, op, &e),
     }
+}
+
+/// Where a call acts, as its arguments name it (`org`, `namespace`,
+/// `agent`; nothing when they are no object).
+fn place_of(args: &Value) -> Value {
+    let mut place = Map::new();
+    if let Value::Object(map) = args {
+        for key in ["org", "namespace", "agent"] {
+            if let Some(v) = map.get(key) {
+                place.insert(key.to_owned(), v.clone());
+            }
+        }
+    }
+    Value::Object(place)
+}
+
+/// A call whose arguments are refused before the pipeline reads them (not
+/// an object, a malformed idempotency key): it still goes through the
+/// pipeline, with `place` for arguments, so that it is ledgered as any
+/// refused call is (the assistant's as `loom-assistant`), and a caller
+/// that may not act there gets the access refusal first.
+async fn refused_call(
+    mcp: &Mcp,
+    conn: &Connection,
+    op: &'static Op,
+    place: Value,
+    refusal: LoomError,
+) -> RpcResult {
+    let request = CallRequest {
+        refuse: Some(refusal),
+        ..call_request(conn, op, place)
+    };
+    let outcome = pipeline::call_to_completion(mcp.app.clone(), request).await;
+    // The pipeline answers a call it is told to refuse with a refusal.
+    let e = outcome
+        .result
+        .err()
+        .unwrap_or_else(|| LoomError::internal("a refused call ran"));
+    answer_error(mcp, conn, op, &e)
 }
 
 /// A result's `structuredContent`: the output in full, or lean.
@@ -492,9 +532,10 @@ async fn search(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
             }
         }
     }
+    let place = place_of(&args);
     let (args, key, explain) = match prepare(op, args) {
         Ok(p) => p,
-        Err(e) => return Ok(refusal(conn, &e)),
+        Err(e) => return refused_call(mcp, conn, op, place, e).await,
     };
     let results = call_op(mcp, conn, op, args, key).await;
     let answer = results.and_then(|(output, replayed)| {
