@@ -1457,6 +1457,36 @@ async fn rate_limited_calls_refuse_with_the_wait() {
     }
 }
 
+/// Each session a token opens is a row the store keeps: a client that
+/// initializes in a loop spends the caller's write budget, and past it is
+/// refused with the wait, no row added.
+#[tokio::test]
+async fn opening_sessions_is_rate_limited() {
+    for t in servers(|c| {
+        generous(c);
+        c.rate_write_per_min = 2;
+    })
+    .await
+    {
+        let n = t.name();
+        let token = admin(&t);
+        for _ in 0..2 {
+            let mut c = McpClient::new(&t, Some(&token), "");
+            let a = c.initialize("Cursor", "2025-11-25").await;
+            assert!(a.body["result"].is_object(), "{n}: {}", a.text);
+        }
+        let mut c = McpClient::new(&t, Some(&token), "");
+        let a = c.initialize("Cursor", "2025-11-25").await;
+        let error = &a.body["error"];
+        assert_eq!(error["code"], -32000, "{n}: {}", a.text);
+        assert_eq!(error["data"]["code"], "RATE_LIMITED", "{n}: {}", a.text);
+        assert!(error["data"]["retry_after_s"].as_u64().unwrap() >= 1, "{n}");
+        assert!(a.header("mcp-session-id").is_none(), "{n}");
+        assert_eq!(t.count("SELECT COUNT(*) FROM mcp_sessions").await, 2, "{n}");
+        t.server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn a_short_rate_limit_wait_is_sat_out_once_in_one_call() {
     for t in servers(|c| {

@@ -1,6 +1,6 @@
 //! The MCP methods Loom serves, one message at a time.
 
-use loom_core::Caller;
+use loom_core::{Caller, ErrorCode, LoomError, RateClass, RateKey};
 use serde_json::{Value, json};
 
 use super::endpoint::{Connection, Mcp};
@@ -101,7 +101,10 @@ async fn other_request(
             "initialize cannot be batched".into(),
             None,
         )),
-        "initialize" => Ok(initialize(mcp, conn, &params).await),
+        "initialize" => {
+            opens_sessions(mcp, conn.caller.as_ref()).await?;
+            Ok(initialize(mcp, conn, &params).await)
+        }
         "ping" => Ok(json!({})),
         "prompts/list" => {
             no_cursor(&params)?;
@@ -215,6 +218,36 @@ fn server_info(revision: Revision) -> Value {
         info["description"] = "Long-term, shared memory and context for AI agents.".into();
     }
     info
+}
+
+/// A caller with a token opens sessions within its write budget: each is a
+/// row the store keeps as long as the ledger keeps calls, so a client
+/// initializing in a loop must not fill it. One opened with no token lives
+/// only in the bounded cache and is not counted.
+async fn opens_sessions(mcp: &Mcp, caller: Option<&Caller>) -> Result<(), RpcError> {
+    let Some(caller) = caller else {
+        return Ok(());
+    };
+    let key = RateKey {
+        org: caller.org.clone(),
+        subject: caller.subject.clone(),
+    };
+    match mcp.app.limiter.check(&key, RateClass::Write).await {
+        Ok(()) => Ok(()),
+        Err(wait) => {
+            let err = LoomError::new(
+                ErrorCode::RateLimited,
+                "too many sessions opened; retry after the wait",
+            )
+            .with_retry_after(wait)
+            .with_detail("rate_class", RateClass::Write.as_str());
+            Err((
+                code::SERVER_ERROR,
+                err.message().to_owned(),
+                Some(Value::Object(err.body())),
+            ))
+        }
+    }
 }
 
 async fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
