@@ -74,8 +74,10 @@ pub fn allowed_authority(authority: &str, allowed: &[String]) -> bool {
         return false;
     }
     let host = host_of(&authority);
-    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
-        || allowed.iter().any(|a| *a == authority || a == host)
+    // Any loopback address written out (a server bound to 127.0.0.2 is
+    // called by that name); a name is never resolved, so a rebinding
+    // attack's own name never passes.
+    crate::oauth::loopback_host(host) || allowed.iter().any(|a| *a == authority || a == host)
 }
 
 /// The host of `host[:port]`, brackets kept for IPv6 (`[::1]:8080` → `[::1]`).
@@ -117,6 +119,9 @@ mod tests {
             "127.0.0.1:8080",
             "[::1]:9",
             "LOCALHOST",
+            "127.0.0.2:8080",
+            "127.255.0.1",
+            "[0:0:0:0:0:0:0:1]:80",
         ] {
             assert!(allowed_authority(h, &[]), "{h}");
         }
@@ -136,6 +141,9 @@ mod tests {
             "evil.example.com:80",
             "127.0.0.1.evil.com",
             "localhost.evil.com",
+            "128.0.0.1",
+            "127.1",
+            "[::2]",
             "",
         ] {
             assert!(!allowed_authority(h, &[]), "{h}");
