@@ -1457,6 +1457,57 @@ async fn rate_limited_calls_refuse_with_the_wait() {
     }
 }
 
+/// The wait a rate-limited call sits out is one for the whole request: in
+/// a batch, the calls after the one that waited are refused with the wait
+/// rather than each held for its own.
+#[tokio::test]
+async fn a_batch_sits_out_one_rate_limit_wait_in_all() {
+    for t in servers(|c| {
+        generous(c);
+        // 30 a minute: a full bucket of 30, then a token every 2 s.
+        c.rate_write_per_min = 30;
+        c.mcp.ratelimit_retry_max_wait = std::time::Duration::from_secs(2);
+    })
+    .await
+    {
+        let n = t.name();
+        let token = admin(&t);
+        let c = McpClient::new(&t, Some(&token), "");
+        for i in 0..30 {
+            let r = c
+                .call(
+                    "loom_memory_set",
+                    json!({"memory_key": format!("k{i}"), "content": "x"}),
+                )
+                .await;
+            assert_eq!(r["isError"], false, "{n} set {i}: {r}");
+        }
+        let calls: Vec<Value> = (0..3)
+            .map(|i| {
+                json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                    "name": "loom_memory_set",
+                    "arguments": {"memory_key": format!("b{i}"), "content": "x"}}})
+            })
+            .collect();
+        let batch = c.raw(Value::Array(calls)).await;
+        let answers = batch.body.as_array().unwrap();
+        let codes: Vec<&str> = answers
+            .iter()
+            .map(|a| {
+                a["result"]["structuredContent"]["code"]
+                    .as_str()
+                    .unwrap_or("ok")
+            })
+            .collect();
+        assert_eq!(
+            codes,
+            ["ok", "RATE_LIMITED", "RATE_LIMITED"],
+            "{n}: {answers:?}"
+        );
+        t.server.shutdown().await;
+    }
+}
+
 /// Each session a token opens is a row the store keeps: a client that
 /// initializes in a loop spends the caller's write budget, and past it is
 /// refused with the wait, no row added.

@@ -120,6 +120,8 @@ pub struct CallOutcome {
     pub status: u16,
     /// Whether the answer is a stored one replayed for an idempotency key.
     pub replayed: bool,
+    /// The rate-limit wait the call sat out ([`CallPolicy::rate_limit_wait`]).
+    pub waited: Duration,
 }
 
 struct Answer {
@@ -155,6 +157,7 @@ pub async fn call_to_completion(app: Arc<App>, req: CallRequest) -> CallOutcome 
                 status: error.status(),
                 result: Err(error),
                 replayed: false,
+                waited: Duration::ZERO,
             }
         }
     }
@@ -189,7 +192,8 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
         cx.caller.consumer.clone_from(&req.policy.consumer);
     }
 
-    let result = run(app, &mut cx, &mut req, started).await;
+    let mut waited = Duration::ZERO;
+    let result = run(app, &mut cx, &mut req, started, &mut waited).await;
     let (result, status, replayed) = match result {
         Ok(a) => (Ok(a.value), a.status, a.replayed),
         Err(e) => {
@@ -288,6 +292,7 @@ pub async fn call(app: &App, mut req: CallRequest) -> CallOutcome {
         result,
         status,
         replayed,
+        waited,
     }
 }
 
@@ -326,6 +331,7 @@ async fn run(
     cx: &mut OpCx,
     req: &mut CallRequest,
     started: Instant,
+    waited: &mut Duration,
 ) -> Result<Answer, LoomError> {
     let op = req.op;
     // 2. and 3. read what they need of the store (a namespace, a grant)
@@ -353,6 +359,7 @@ async fn run(
         {
             return Err(cancelled(op));
         }
+        *waited = wait;
         limited = app.limiter.check(&key, op.rate).await;
     }
     if let Err(wait) = limited {

@@ -185,6 +185,7 @@ mod tests {
             request_id: "r".into(),
             code_scope: None,
             cancel: None,
+            rate_wait_left_ms: Arc::default(),
         }
     }
 

@@ -9,6 +9,7 @@
 //! unknown one); the bearer (401 / 503); then each message.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use axum::Router;
 use axum::body::Body;
@@ -137,6 +138,11 @@ pub struct Connection {
     pub code_scope: Option<String>,
     /// Cancelled when the client cancels the request being answered.
     pub cancel: Option<Arc<crate::pipeline::Cancel>>,
+    /// What is left of the rate-limit wait the request's calls may sit out
+    /// (`LOOM_MCP_RATELIMIT_RETRY_MAX_WAIT_S`), in milliseconds: one wait
+    /// for the whole request, so that a batch of rate-limited calls is not
+    /// held for a wait each.
+    pub rate_wait_left_ms: Arc<AtomicU64>,
 }
 
 impl Connection {
@@ -472,6 +478,10 @@ async fn answer_post(mcp: Arc<Mcp>, request: Request) -> Response {
         code_scope: header_str(headers, &HeaderName::from_static("x-loom-code-scope"))
             .map(str::to_owned),
         cancel: None,
+        rate_wait_left_ms: Arc::new(AtomicU64::new(
+            u64::try_from(mcp.app.config.mcp.ratelimit_retry_max_wait.as_millis())
+                .unwrap_or(u64::MAX),
+        )),
     };
 
     let mut answers = Vec::new();

@@ -2,6 +2,9 @@
 //! answers are shaped. Every call runs the one pipeline
 //! ([`crate::pipeline::call_to_completion`]): the same gates as `POST /v1/<op>`.
 
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
 use loom_core::render::{loom_op_routes, render_op_names};
 use loom_core::{ErrorCode, Listing, LoomError, Op, Output, Scope, Transport, lean::lean};
 use serde_json::{Map, Value, json};
@@ -406,8 +409,15 @@ async fn call_op(
         refuse,
         ..call_request(conn, op, args)
     };
-    request.policy.rate_limit_wait = mcp.app.config.mcp.ratelimit_retry_max_wait;
+    let left = &conn.rate_wait_left_ms;
+    request.policy.rate_limit_wait = Duration::from_millis(left.load(Ordering::Relaxed));
     let outcome = pipeline::call_to_completion(mcp.app.clone(), request).await;
+    let waited = u64::try_from(outcome.waited.as_millis()).unwrap_or(u64::MAX);
+    // The calls of one request run one after another: nothing else spends it.
+    left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |ms| {
+        Some(ms.saturating_sub(waited))
+    })
+    .ok();
     let replayed = Replayed(outcome.replayed);
     outcome.result.map(|output| (output, replayed))
 }
