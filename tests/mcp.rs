@@ -983,6 +983,17 @@ async fn calls_write_read_and_shape_results() {
         let ops = help["structuredContent"]["ops"].as_array().unwrap();
         assert!(ops.len() <= 15 && ops[0]["op"] == "memory.unpin", "{help}");
         assert_eq!(ops[0]["required"], json!(["memory_key"]));
+        // a query that is no text is refused, not read as none
+        let bad = c.call("loom_op", json!({"op": "help", "query": 5})).await;
+        assert_eq!(
+            bad["structuredContent"]["code"], "INVALID_ARGUMENTS",
+            "{bad}"
+        );
+        assert_eq!(
+            bad["structuredContent"]["errors"],
+            json!(["query: Input should be a valid string [string_type], got number"]),
+            "{bad}"
+        );
         c.call("loom_memory_pin", json!({"memory_key": "deploy_window"}))
             .await;
         let unpin = c

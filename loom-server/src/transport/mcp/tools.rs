@@ -587,6 +587,18 @@ fn summarize(results: &Value) -> String {
     parts.join("; ")
 }
 
+/// `loom_op`'s refusal of its own arguments, for one error.
+fn invalid_loom_op(error: &str) -> LoomError {
+    LoomError::new(
+        ErrorCode::InvalidArguments,
+        format!("loom_op: invalid arguments. {error}"),
+    )
+    .with_detail("errors", vec![error])
+    .with_detail("required", vec!["op"])
+    .with_detail("optional", vec!["arguments", "query"])
+    .with_detail("example", json!({"op": "help", "query": "unpin a memory"}))
+}
+
 /// `loom_op`: `{op, arguments}` runs an op the roster does not list;
 /// `{op: "help", query}` lists matching ops. Its own refusals carry their
 /// fields as JSON in the text.
@@ -606,19 +618,21 @@ async fn loom_op(mcp: &Mcp, conn: &Connection, args: Value) -> RpcResult {
             None | Some(Value::Null) => "op: Field required [missing]",
             Some(_) => "op: Input should be a valid string [string_type]",
         };
-        return own_refusal(
-            LoomError::new(
-                ErrorCode::InvalidArguments,
-                format!("loom_op: invalid arguments. {error}"),
-            )
-            .with_detail("errors", vec![error])
-            .with_detail("required", vec!["op"])
-            .with_detail("optional", vec!["arguments", "query"])
-            .with_detail("example", json!({"op": "help", "query": "unpin a memory"})),
-        );
+        return own_refusal(invalid_loom_op(error));
     };
     if name == "help" {
-        let query = args.get("query").and_then(Value::as_str).unwrap_or("");
+        let query = match args.get("query") {
+            None | Some(Value::Null) => "",
+            Some(Value::String(q)) => q.as_str(),
+            // Read as no query it would list the first ops, as if matched.
+            Some(other) => {
+                let error = format!(
+                    "query: Input should be a valid string [string_type], got {}",
+                    loom_core::type_name(other)
+                );
+                return own_refusal(invalid_loom_op(&error));
+            }
+        };
         let json = JsonText::of(&help(mcp, &conn.listing, query));
         return Ok(tool_result(json, None, Replayed(false), conn.revision));
     }
