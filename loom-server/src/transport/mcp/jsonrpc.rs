@@ -211,20 +211,37 @@ pub enum Body {
     Batch(Vec<Message>),
 }
 
-/// An error before any message could be read: answered id-less.
+/// An error before any message could be read: answered id-less, unless
+/// the body is one request whose id could still be read.
 #[derive(Debug)]
 pub struct FramingError {
     /// The JSON-RPC code.
     pub code: i64,
     /// The message.
     pub message: String,
+    /// The id of the one request the body holds, when it could be read.
+    pub id: Option<Id>,
 }
 
 impl FramingError {
-    /// The error as an id-less JSON-RPC response.
+    /// The error as a JSON-RPC response.
     pub fn response(&self) -> Value {
-        error_response(None, self.code, &self.message, None)
+        error_response(self.id.as_ref(), self.code, &self.message, None)
     }
+}
+
+/// The id of a body that is one request Loom's reading refused (a key
+/// given twice, nesting past its depth, deep in the params): read the
+/// lenient way, ignoring everything else, so the client waiting on that
+/// id is answered rather than left to time out. `None` when even that
+/// fails, or the id itself is given twice.
+fn salvage_id(body: &[u8]) -> Option<Id> {
+    #[derive(Deserialize)]
+    struct IdOnly {
+        id: Option<Value>,
+    }
+    let read: IdOnly = serde_json::from_slice(body).ok()?;
+    Id::from_value(&read.id?)
 }
 
 /// Parses a body into a message or a batch.
@@ -235,6 +252,7 @@ pub fn parse(body: &[u8]) -> Result<Body, FramingError> {
     let value: Value = crate::transport::json::from_slice(body).map_err(|e| FramingError {
         code: code::PARSE_ERROR,
         message: format!("parse error: {e}"),
+        id: salvage_id(body),
     })?;
     match value {
         Value::Array(items) => {
@@ -242,6 +260,7 @@ pub fn parse(body: &[u8]) -> Result<Body, FramingError> {
                 return Err(FramingError {
                     code: code::INVALID_REQUEST,
                     message: "invalid request: empty batch".into(),
+                    id: None,
                 });
             }
             if items.len() > MAX_BATCH {
@@ -251,6 +270,7 @@ pub fn parse(body: &[u8]) -> Result<Body, FramingError> {
                         "invalid request: a batch holds at most {MAX_BATCH} messages, got {}",
                         items.len()
                     ),
+                    id: None,
                 });
             }
             Ok(Body::Batch(items.into_iter().map(message).collect()))
@@ -447,6 +467,29 @@ mod tests {
             vec![r#"{"jsonrpc":"2.0","method":"ping","id":1}"#; 64].join(",")
         );
         assert!(matches!(parse(ok.as_bytes()).unwrap(), Body::Batch(v) if v.len() == 64));
+    }
+
+    #[test]
+    fn a_refused_request_is_answered_with_its_id_when_it_can_be_read() {
+        let id_of = |body: &str| parse(body.as_bytes()).unwrap_err().id;
+        // a key twice inside the arguments
+        let twice = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"a":1,"a":2}}}"#;
+        assert_eq!(id_of(twice), Some(Id::Num(7.into())));
+        // nesting past the parser's depth, after the id
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{}{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let e = parse(deep.as_bytes()).unwrap_err();
+        assert_eq!(e.code, code::PARSE_ERROR);
+        assert_eq!(e.id, Some(Id::Str("x".into())), "{}", e.message);
+        assert_eq!(e.response()["id"], "x");
+        // no id to be had: bad JSON, the id itself twice, a batch
+        assert_eq!(id_of(r#"{"jsonrpc":"2.0","id":7,"#), None);
+        assert_eq!(id_of(r#"{"id":1,"id":2,"method":"ping"}"#), None);
+        assert_eq!(id_of(r#"[{"id":1,"method":"ping","a":1,"a":2}]"#), None);
+        assert!(parse(b"{").unwrap_err().response().get("id").is_none());
     }
 
     #[test]
