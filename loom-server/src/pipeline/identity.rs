@@ -46,6 +46,16 @@ pub(crate) fn named<'a>(args: &'a Value, field: &str) -> Result<Option<&'a str>,
             format!("{field} must be a string, got {kind}"),
         ));
     }
+    // Before the trim: a control character that is also white space (a
+    // tab, U+0085) at either end would otherwise be trimmed away unseen.
+    if let Some(raw) = sent.and_then(Value::as_str)
+        && raw.chars().any(char::is_control)
+    {
+        return Err(refused(
+            field,
+            format!("{field} {raw:?} holds a control character"),
+        ));
+    }
     let Some(name) = explicit(args, field) else {
         return Ok(None);
     };
@@ -54,8 +64,6 @@ pub(crate) fn named<'a>(args: &'a Value, field: &str) -> Result<Option<&'a str>,
             "{field} is {} bytes; at most {MAX_NAME_BYTES}",
             name.len()
         ))
-    } else if name.chars().any(char::is_control) {
-        Some(format!("{field} {name:?} holds a control character"))
     } else {
         None
     };
@@ -198,6 +206,9 @@ mod tests {
             ("namespace", "team\u{0}".to_owned()),
             ("agent", "bot\nbot".to_owned()),
             ("org", "acme\u{7f}".to_owned()),
+            // a control character that is white space too, at either end
+            ("namespace", "team\u{85}".to_owned()),
+            ("agent", "\tbot".to_owned()),
             ("namespace", "n".repeat(MAX_NAME_BYTES + 1)),
         ] {
             let err = resolve(Some(&c), &json!({ field: bad }), None).unwrap_err();
