@@ -532,9 +532,21 @@ async fn registration_rules() {
         }
         let a = register(&t, serde_json::json!({"client_name": "x"})).await;
         assert_eq!(a.body["error"], "invalid_redirect_uri", "{n}");
+        // A client asking for a secret is registered as a public one,
+        // and told so (RFC 7591 §3.2.1: the server may replace what was asked).
+        for method in ["client_secret_post", "client_secret_basic"] {
+            let a = register(
+                &t,
+                serde_json::json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": method}),
+            )
+            .await;
+            assert_eq!(a.status, 201, "{n} {method}: {}", a.text);
+            assert_eq!(a.body["token_endpoint_auth_method"], "none", "{n}");
+            assert!(a.body.get("client_secret").is_none(), "{n}: {}", a.text);
+        }
         let a = register(
             &t,
-            serde_json::json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "client_secret_basic"}),
+            serde_json::json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": 1}),
         )
         .await;
         assert_eq!(

@@ -182,14 +182,15 @@ pub async fn register(
             );
         }
     }
+    // Only public clients are registered. A client asking for another
+    // method (claude.ai's connectors ask for client_secret_post) is
+    // registered as one all the same, as RFC 7591 §3.2.1 lets a server
+    // replace what was asked: the answer says `none` and carries no
+    // secret, and PKCE binds its codes. Refusing it left such a client
+    // unable to connect at all.
     match meta.get("token_endpoint_auth_method") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(m)) if m == "none" => {}
-        Some(_) => {
-            return bad_metadata(
-                "only public clients are registered: token_endpoint_auth_method must be none",
-            );
-        }
+        None | Some(Value::Null | Value::String(_)) => {}
+        Some(_) => return bad_metadata("token_endpoint_auth_method must be a string"),
     }
     let grant_types = match meta.get("grant_types") {
         None | Some(Value::Null) => {
