@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use loom_core::render::{loom_op_routes, render_op_names};
-use loom_core::{ErrorCode, Listing, LoomError, Op, Output, Scope, Transport, lean::lean};
+use loom_core::{ErrorCode, Listing, LoomError, Op, Output, Transport, lean::lean};
 use serde_json::{Map, Value, json};
 
 use super::endpoint::{Connection, Mcp};
@@ -446,9 +446,14 @@ async fn session_run(mcp: &Mcp, conn: &Connection, op: &Op, args: &Value) -> Ses
     let caller = conn.caller.as_ref();
     // The org the call acts in; one it may not act in is refused by the
     // pipeline, with no run begun for it.
-    let Ok(Scope { org, .. }) = identity::resolve(caller, args, None) else {
-        return SessionRun::Found(None);
+    let org = match identity::named(args, "org") {
+        Ok(Some(org)) => org,
+        Ok(None) => super::methods::home_org(caller),
+        Err(_) => return SessionRun::Found(None),
     };
+    if caller.is_some_and(|c| !identity::may_act_in_org(c, org)) {
+        return SessionRun::Found(None);
+    }
     // The run this process found open a moment ago; past `run_recheck` the
     // store says whether it still is (another replica may have closed it),
     // and a new one is begun when it is not.
@@ -475,7 +480,7 @@ async fn session_run(mcp: &Mcp, conn: &Connection, op: &Op, args: &Value) -> Ses
     }
     let subject = caller.map_or(crate::pipeline::identity::ANONYMOUS, |c| c.subject.as_str());
     let key = loom_ops::store::SessionRunKey {
-        org: &org,
+        org,
         namespace: &ws.namespace,
         subject,
         agent: &session.agent,
@@ -489,7 +494,7 @@ async fn session_run(mcp: &Mcp, conn: &Connection, op: &Op, args: &Value) -> Ses
     };
     match begun {
         Ok(Some(run_id)) => {
-            mcp.sessions.set_run(session_id, &org, &run_id);
+            mcp.sessions.set_run(session_id, org, &run_id);
             SessionRun::Found(Some(run_id))
         }
         Ok(None) => {
