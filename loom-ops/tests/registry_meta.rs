@@ -123,6 +123,9 @@ fn roles_and_flags_follow_the_conventions() {
     assert!(op("memory.apply").meta.destructive);
     // A sweep soft-deletes what a new pattern matches.
     assert!(op("blacklist.add").meta.destructive);
+    // Role none takes a grant away: never an auto-approved tool.
+    assert!(op("grants.set").meta.destructive);
+    assert!(op("grants.set").annotations.destructive_hint);
     assert_eq!(
         (
             op("blacklist.remove").meta.role,

@@ -131,7 +131,9 @@ pub struct GrantSet {
 
 /// Gives a subject a role on the namespace (viewer, writer or admin), or
 /// removes its grant with role none. Admin only; every change is audited.
-#[loom_op(role = "admin", audit, idempotent)]
+// Destructive: role none (or a lower role) takes access away, which a
+// client auto-approving non-destructive tools must not do unprompted.
+#[loom_op(role = "admin", audit, idempotent, destructive)]
 async fn set(cx: &OpCx, input: GrantsSetInput) -> OpResult<GrantSet> {
     let subject = input.subject.trim();
     if subject.is_empty() || subject.len() > 256 || subject.chars().any(char::is_control) {
