@@ -97,17 +97,7 @@ async fn assistant_call(mcp: &Mcp, conn: &Connection, name: &str, args: Value) -
         Some(op) if op.listed_on(&Listing::Assistant) => {
             run(mcp, conn, op, without_explain(op, args), Shape::Full).await
         }
-        Some(op) => {
-            let mut request = call_request(conn, op, args);
-            request.refuse = Some(unknown);
-            let outcome = pipeline::call_to_completion(mcp.app.clone(), request).await;
-            // The pipeline refuses a call it is asked to refuse: it never runs.
-            let e = outcome
-                .result
-                .err()
-                .unwrap_or_else(|| LoomError::internal("a refused call answered"));
-            answer_error(mcp, conn, op, &e)
-        }
+        Some(op) => refused_call(mcp, conn, op, place_of(&args), unknown).await,
         None => {
             // loom_op names the scope of the op it would run in `arguments`.
             let scoped = args
@@ -216,11 +206,12 @@ fn place_of(args: &Value) -> Value {
     Value::Object(place)
 }
 
-/// A call whose arguments are refused before the pipeline reads them (not
-/// an object, a malformed idempotency key): it still goes through the
-/// pipeline, with `place` for arguments, so that it is ledgered as any
-/// refused call is (the assistant's as `loom-assistant`), and a caller
-/// that may not act there gets the access refusal first.
+/// A call refused before the pipeline reads its arguments (they are no
+/// object, an idempotency key is malformed, the connection does not serve
+/// the tool): it still goes through the pipeline, with `place` for
+/// arguments, so that it is ledgered as any refused call is (the
+/// assistant's as `loom-assistant`), and a caller that may not act there
+/// gets the access refusal first.
 async fn refused_call(
     mcp: &Mcp,
     conn: &Connection,
