@@ -257,3 +257,31 @@ async fn an_in_memory_store_is_one_database_for_its_connections() {
         other.close().await;
     }
 }
+
+/// Processes opening a new SQLite store at once (`loom serve` and `loom
+/// token mint` side by side) all migrate it: SQLite has no lock sqlx holds
+/// while it migrates, and the one that lost a migration's race was refused
+/// (`table ... already exists`, a locked file).
+#[tokio::test]
+async fn stores_opened_at_once_on_a_new_file_all_migrate_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("new.db").display());
+    let opening = (0..4)
+        .map(|_| loom_ops::store::Store::open(loom_ops::store::StoreOptions::new(url.clone())));
+    let stores: Vec<_> = futures_util::future::join_all(opening)
+        .await
+        .into_iter()
+        .map(|s| s.unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let (applied,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
+        .fetch_one(stores[0].reader())
+        .await
+        .unwrap();
+    let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite"))
+        .unwrap()
+        .count();
+    assert_eq!(applied as usize, files);
+    for s in stores {
+        s.close().await;
+    }
+}

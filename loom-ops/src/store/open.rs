@@ -238,6 +238,46 @@ fn sqlite_url(url: &str) -> String {
     }
 }
 
+/// A lock on `<file>-open.lock` beside a SQLite file store, taken before
+/// the store is opened (connected, migrated, its telemetry file settled,
+/// what was queued for the full-text index handed over) and let go once it
+/// is: processes opening one store at once (`loom serve` and `loom token
+/// mint` side by side on a new store) take turns. SQLite holds no lock
+/// across those steps, and each reads and then changes the file: two
+/// processes both found a migration pending, or both moved a telemetry
+/// table, and the second failed (`table runs already exists`, `database
+/// is locked`). PostgreSQL's migrations hold an advisory lock of sqlx's,
+/// and its telemetry stays in the database. `None` for a store in memory,
+/// on PostgreSQL, or where the lock file cannot be made (a read-only
+/// directory: nothing will be migrated there either).
+async fn opening_turn(options: &StoreOptions) -> Option<std::fs::File> {
+    if !options.url.starts_with("sqlite:") {
+        return None;
+    }
+    let mut lock = sqlite_file(&options.url)?.into_os_string();
+    lock.push("-open.lock");
+    let taken = tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock)?;
+        // An advisory lock (flock) on a file of its own: it never meets
+        // SQLite's locks on the database's files.
+        file.lock()?;
+        Ok::<_, std::io::Error>(file)
+    })
+    .await;
+    match taken {
+        Ok(Ok(file)) => Some(file),
+        Ok(Err(e)) => {
+            tracing::debug!(cause = %e, "the store is opened without taking turns with other processes");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
 /// The database file a SQLite URL names; `None` in memory.
 fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
     let options = SqliteConnectOptions::from_str(url).ok()?;
@@ -261,6 +301,8 @@ fn valid_schema_name(s: &str) -> bool {
 impl Store {
     /// Opens the store and runs the migrations.
     pub async fn open(options: StoreOptions) -> Result<Store, String> {
+        // Held until the store is open, then let go.
+        let _turn = opening_turn(&options).await;
         let store = Store::connect(options).await?;
         store.migrate().await?;
         store.settle_telemetry().await?;
@@ -465,7 +507,8 @@ impl Store {
             .map(drop)
     }
 
-    /// Runs the embedded migrations for this backend.
+    /// Runs the embedded migrations for this backend (on SQLite, within
+    /// the opening turn [`Store::open`] takes).
     pub async fn migrate(&self) -> Result<(), String> {
         let migrator = match self.backend {
             Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
