@@ -285,3 +285,36 @@ async fn stores_opened_at_once_on_a_new_file_all_migrate_it() {
         s.close().await;
     }
 }
+
+/// PostgreSQL over TLS, as a managed database asks (`sslmode=require`):
+/// the store's connections are encrypted. Skipped where the server has no
+/// TLS configured.
+#[tokio::test]
+async fn a_postgres_store_connects_over_tls_when_the_url_asks() {
+    let Some(plain) = testing::postgres().await else {
+        return;
+    };
+    let (ssl,): (String,) = sqlx::query_as("SHOW ssl")
+        .fetch_one(plain.store.reader())
+        .await
+        .unwrap();
+    plain.store.close().await;
+    if ssl != "on" {
+        return;
+    }
+    let t = testing::postgres_with(|o| {
+        let join = if o.url.contains('?') { '&' } else { '?' };
+        o.url = format!("{}{join}sslmode=require", o.url);
+    })
+    .await
+    .unwrap();
+    let mut conn = t.store.read().await.unwrap();
+    let (encrypted,): (bool,) =
+        sqlx::query_as("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    assert!(encrypted);
+    drop(conn);
+    t.store.close().await;
+}
