@@ -274,6 +274,7 @@ fn with_runtime(work: impl std::future::Future<Output = Result<(), String>>) -> 
 }
 
 fn init_logging(config: &Config) -> Result<(), String> {
+    misspelt_level(&config.log_filter)?;
     let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter)
         .map_err(|e| format!("LOOM_LOG={:?} is not valid: {e}", config.log_filter))?;
     // Colour only for a person at a terminal: a service manager, a
@@ -289,6 +290,32 @@ fn init_logging(config: &Config) -> Result<(), String> {
     } else {
         builder.try_init()
     };
+    Ok(())
+}
+
+/// Refuses a `LOOM_LOG` directive that is a misspelt level: the filter
+/// syntax reads a bare word as a target to log everything of, so `warning`
+/// or `inof` was a filter matching nothing, and the server ran with no
+/// log at all, errors included. A bare word that is a level, or none
+/// near one (`loom_server`), is what it says.
+fn misspelt_level(filter: &str) -> Result<(), String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    for directive in filter.split(',').map(str::trim) {
+        let word = directive.to_ascii_lowercase();
+        if word.is_empty() || word.contains(['=', '[', ':']) || LEVELS.contains(&word.as_str()) {
+            continue;
+        }
+        // One edit from a level, or a level with more after it (`warning`,
+        // `errors`); short words (`mio`) are module names.
+        if let Some(level) = LEVELS[1..].iter().find(|level| {
+            word.len() >= 4
+                && (strsim::damerau_levenshtein(&word, level) <= 1 || word.starts_with(*level))
+        }) {
+            return Err(format!(
+                "LOOM_LOG={filter:?} is not valid: {directive:?} would be read as a module to log, not a level (did you mean {level}?)"
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -312,23 +339,6 @@ macro_rules! out {
         writeln!(std::io::stdout().lock(), $($arg)*)
             .map_err(|e| format!("cannot write to standard output: {e}"))?
     }};
-}
-
-/// Which store the server opened, for its banner: a SQLite file's path;
-/// PostgreSQL's host, port and database, never its user or password.
-fn store_banner(database_url: &str) -> String {
-    if let Some(path) = loom_ops::store::sqlite_path(database_url) {
-        return format!("sqlite {path}");
-    }
-    match url::Url::parse(database_url) {
-        Ok(u) => format!(
-            "postgres {}:{}{}",
-            u.host_str().unwrap_or("localhost"),
-            u.port().unwrap_or(5432),
-            u.path()
-        ),
-        Err(_) => "postgres".to_owned(),
-    }
 }
 
 async fn serve() -> Result<(), String> {
@@ -374,7 +384,10 @@ async fn serve() -> Result<(), String> {
         app.config.mcp.toolset,
         app.config.mcp.profile.as_str()
     );
-    say!("loom: store {}", store_banner(&app.config.database_url));
+    say!(
+        "loom: store {}",
+        loom_ops::store::store_place(&app.config.database_url)
+    );
     if app.config.oauth_enabled {
         say!(
             "loom: OAuth sign-in on, issuer {} (login {})",
@@ -582,8 +595,15 @@ async fn revoke(jti: String) -> Result<(), String> {
     // a mistake that would revoke nothing and say it had.
     let jti = jti.trim().to_ascii_lowercase();
     if !crate::tokens::is_jti(&jti) {
+        // A whole token pasted is a secret: not written back to the
+        // terminal (or a CI log) it came from.
+        let shown = if jti.contains('.') || jti.len() > 64 {
+            "what was given (a whole token? it is not shown)".to_owned()
+        } else {
+            format!("{jti:?}")
+        };
         return Err(format!(
-            "token revoke: {jti:?} is not a token's jti (32 hex digits, the token's `jti` claim)"
+            "token revoke: {shown} is not a token's jti (32 hex digits, the token's `jti` claim)"
         ));
     }
     let config = Config::from_env()?;
@@ -806,6 +826,38 @@ fn export_actions(format: Format, output: &std::path::Path) -> ExitCode {
                 output.display()
             );
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::misspelt_level;
+
+    #[test]
+    fn a_misspelt_level_is_refused_and_module_names_are_not() {
+        for bad in [
+            "warning",
+            "inof",
+            "debg",
+            "errors",
+            "loom_server=debug,tarce",
+        ] {
+            let e = misspelt_level(bad).unwrap_err();
+            assert!(e.contains("did you mean"), "{bad}: {e}");
+        }
+        for fine in [
+            "info",
+            "WARN",
+            "loom_server=debug",
+            "loom_server",
+            "mio",
+            "tracing",
+            "info,sqlx=warn",
+            "off",
+            "",
+        ] {
+            assert!(misspelt_level(fine).is_ok(), "{fine}");
         }
     }
 }

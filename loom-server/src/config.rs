@@ -252,6 +252,18 @@ fn positive_at_most(name: &str, raw: &str, max: u32) -> Result<u32, String> {
     }
 }
 
+/// Whether a `postgres://` URL names its database: a path after the
+/// authority, or a `dbname` parameter.
+fn names_a_database(url: &str) -> bool {
+    let rest = url.split_once("://").map_or("", |(_, rest)| rest);
+    let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let path = location.split_once('/').map_or("", |(_, path)| path);
+    !path.is_empty()
+        || query
+            .split('&')
+            .any(|p| p.strip_prefix("dbname=").is_some_and(|d| !d.is_empty()))
+}
+
 fn seconds(name: &str, raw: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(u64::from(positive(name, raw)?)))
 }
@@ -409,9 +421,17 @@ pub fn unknown_vars<'a>(
         .filter(|n| n.starts_with("LOOM_") && !n.starts_with("LOOM_TEST_"))
         .filter(|n| !KNOWN_VARS.contains(n))
         .map(|n| {
-            let near = loom_core::closest(n, KNOWN_VARS.iter().copied(), 1)
-                .first()
-                .copied();
+            // Compared without the prefix they all share, which made any
+            // name look close to some known one (LOOM_DEBUG to
+            // LOOM_DATABASE_URL).
+            let bare = |name: &'static str| name.trim_start_matches("LOOM_");
+            let near = loom_core::closest(
+                n.trim_start_matches("LOOM_"),
+                KNOWN_VARS.iter().copied().map(bare),
+                1,
+            )
+            .first()
+            .and_then(|b| KNOWN_VARS.iter().copied().find(|k| bare(k) == *b));
             (n.to_owned(), near)
         })
         .collect();
@@ -501,6 +521,14 @@ impl Config {
                     "LOOM_DATABASE_URL {:?} names no file: write sqlite://PATH, or sqlite::memory: for a store kept in memory and lost when the server stops",
                     c.database_url
                 ));
+            }
+            // Likewise `postgres://$HOST/$DB` with both unset: PostgreSQL's
+            // defaults would pick a database (the user's name) and make a
+            // new store there. Not echoed: the URL may hold a password.
+            if c.database_url.starts_with("postgres") && !names_a_database(&c.database_url) {
+                return Err(
+                    "LOOM_DATABASE_URL names no PostgreSQL database: write postgres://HOST/DATABASE (or ?dbname=DATABASE)".into(),
+                );
             }
         }
         if let Some(v) = get("LOOM_DATABASE_MAX_CONNECTIONS") {
@@ -831,6 +859,17 @@ mod tests {
                 Some("LOOM_RATE_LIMIT_WRITE_PER_MIN")
             )]
         );
+        // The shared prefix makes no name close to another.
+        let unrelated = super::unknown_vars(["LOOM_XYZZY", "LOOM_DEBUG", "LOOM_TOKEN"].into_iter());
+        assert!(
+            unrelated.iter().all(|(_, near)| near.is_none()),
+            "{unrelated:?}"
+        );
+        let near = super::unknown_vars(["LOOM_WORKER", "LOOM_PROT"].into_iter());
+        assert_eq!(
+            near.iter().map(|(_, n)| *n).collect::<Vec<_>>(),
+            [Some("LOOM_PORT"), Some("LOOM_WORKERS")]
+        );
     }
 
     use super::*;
@@ -954,6 +993,29 @@ mod tests {
         );
         let c = Config::from_vars(&vars(&[("LOOM_DATABASE_MAX_CONNECTIONS", "1000")])).unwrap();
         assert_eq!(c.database_max_connections, Some(1000));
+        // A PostgreSQL URL naming no database (unset variables in
+        // postgres://$HOST/$DB) is refused, without echoing it.
+        for url in [
+            "postgres://",
+            "postgres:///",
+            "postgresql://u:secret@h:5432?sslmode=require",
+        ] {
+            let e = Config::from_vars(&vars(&[("LOOM_DATABASE_URL", url)])).unwrap_err();
+            assert!(
+                e.contains("names no PostgreSQL database") && !e.contains("secret"),
+                "{e}"
+            );
+        }
+        for url in [
+            "postgres://h/loom",
+            "postgres:///loom?host=/run/postgresql",
+            "postgres://h?dbname=loom",
+        ] {
+            assert!(
+                Config::from_vars(&vars(&[("LOOM_DATABASE_URL", url)])).is_ok(),
+                "{url}"
+            );
+        }
         // Refused for its size: the message gives the bound.
         let e = Config::from_vars(&vars(&[("LOOM_OAUTH_ACCESS_TTL_SECS", "999999999999")]))
             .unwrap_err();

@@ -331,6 +331,8 @@ fn blank_names_are_refused_before_anything_is_written() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains("not"), "{args:?}: {stderr}");
         assert!(!stderr.contains("cannot open"), "checked first: {stderr}");
+        // a whole token given for its jti is a secret: not written back
+        assert!(!stderr.contains("e30"), "{args:?}: {stderr}");
     }
 }
 

@@ -278,6 +278,28 @@ async fn opening_turn(options: &StoreOptions) -> Option<std::fs::File> {
     }
 }
 
+/// Which store a URL names, for the server's banner: a SQLite file's
+/// path; PostgreSQL's host, port and database (never its user or
+/// password), read as the driver reads the URL, so that the banner names
+/// where it connects (`?dbname=`, `?port=`, `?host=` included; the
+/// environment's PGHOST and PGPORT fill what the URL leaves out, as for
+/// the connection).
+pub fn store_place(url: &str) -> String {
+    if let Some(path) = sqlite_path(url) {
+        return format!("sqlite {path}");
+    }
+    match url.parse::<sqlx::postgres::PgConnectOptions>() {
+        Ok(o) => {
+            let place = match o.get_socket() {
+                Some(socket) => socket.display().to_string(),
+                None => format!("{}:{}", o.get_host(), o.get_port()),
+            };
+            format!("postgres {place}/{}", o.get_database().unwrap_or(""))
+        }
+        Err(_) => "postgres".to_owned(),
+    }
+}
+
 /// The database file a SQLite URL names; `None` in memory.
 fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
     let options = SqliteConnectOptions::from_str(url).ok()?;
@@ -527,6 +549,28 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_banner_names_where_the_store_connects_and_no_secret() {
+        for (url, place) in [
+            ("sqlite://loom.db", "sqlite loom.db"),
+            (
+                "postgres://u:secret@db.example.com:6432/loom",
+                "postgres db.example.com:6432/loom",
+            ),
+            (
+                "postgres://u:secret@h/postgres?dbname=test",
+                "postgres h:5432/test",
+            ),
+            ("postgres://h:1/test?port=5432", "postgres h:5432/test"),
+            (
+                "postgres:///loom?host=/var/run/postgresql",
+                "postgres /var/run/postgresql/loom",
+            ),
+        ] {
+            assert_eq!(store_place(url), place, "{url}");
+        }
+    }
 
     #[test]
     fn a_sqlite_url_names_a_file_memory_or_nothing() {

@@ -113,7 +113,10 @@ mod tests {
     /// `redis://`: the connection is made on first use.
     #[tokio::test]
     async fn a_tls_url_is_taken() {
-        for url in ["redis://127.0.0.1:6379", "rediss://redis.example.com:6380/0"] {
+        for url in [
+            "redis://127.0.0.1:6379",
+            "rediss://redis.example.com:6380/0",
+        ] {
             let made = RedisBuckets::new(url, "loom:", Duration::from_millis(250));
             assert!(made.is_ok(), "{url}: {:?}", made.err());
         }
