@@ -420,7 +420,19 @@ async fn serve() -> Result<(), String> {
     // the process at once: an operator's way out of a shutdown that waits
     // on a store that does not answer. What was acknowledged is committed;
     // the ledger and audit rows not yet written are lost.
-    let again = stop_signal();
+    // One sent within a second of the first is the same request arriving
+    // twice (GNU timeout signals the process and then its group), not an
+    // operator asking again.
+    let first = std::time::Instant::now();
+    let again = async {
+        loop {
+            stop_signal().await;
+            if first.elapsed() >= std::time::Duration::from_secs(1) {
+                break;
+            }
+            tracing::debug!("a second signal within a second of the first: taken as the same");
+        }
+    };
     tokio::select! {
         () = server.shutdown() => Ok(()),
         () = again => {
