@@ -383,6 +383,33 @@ async fn assistant_reads_span_agents_and_single_writer_reads_need_the_writer() {
                 required(tool)
             );
         }
+        // An invalid call is shown the corrected call this listing takes:
+        // the writer named, no explain offered.
+        let r = a.call("loom_memory_provenance", json!({})).await;
+        let shown = refused(&r, "INVALID_ARGUMENTS");
+        assert!(
+            shown["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("agent")),
+            "{shown}"
+        );
+        assert!(shown["example"]["agent"].is_string(), "{shown}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("\nrequired: ") && text.contains("agent"),
+            "{text}"
+        );
+        let r = a.call("loom_memory_search", json!({"top_k": "x"})).await;
+        let shown = refused(&r, "INVALID_ARGUMENTS");
+        assert!(shown["example"].get("explain").is_none(), "{shown}");
+        assert!(
+            !shown["optional"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("explain")),
+            "{shown}"
+        );
         // Who holds a grant is one of its reads (the spec's assistant roster).
         assert!(props(&listed, "loom_grants_list").is_object());
         // It lists no loom_search: its descriptions, on every profile,

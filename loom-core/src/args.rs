@@ -455,6 +455,54 @@ fn refusal(
         .with_detail("example", example)
 }
 
+/// An "invalid arguments" refusal told again for a listing that shows the
+/// op's input otherwise (an MCP toolset that lists `agent` as required, or
+/// leaves a field out): its `required`, `optional` and `example`, in the
+/// detail and in the text, are the listed schema's, so that the corrected
+/// call it shows is one the listing accepts. Any other error is returned
+/// as it is.
+pub fn as_listed(e: LoomError, listed: &Value) -> LoomError {
+    let Some(Value::Object(sent_example)) = e.detail().get("example") else {
+        return e;
+    };
+    if e.code() != ErrorCode::InvalidArguments || !e.detail().contains_key("required") {
+        return e;
+    }
+    let (required, optional) = visible_args(listed);
+    let properties: Map<String, Value> = schema::properties(listed)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut example: Map<String, Value> = sent_example
+        .iter()
+        .filter(|(k, _)| properties.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for name in &required {
+        if !example.contains_key(name) {
+            let value = placeholder(name, &properties[name]);
+            example.insert(name.clone(), value);
+        }
+    }
+    let example = Value::Object(example);
+    let kept = e
+        .message()
+        .find("\nrequired: ")
+        .map_or(e.message(), |i| &e.message()[..i]);
+    let mut text = kept.to_owned();
+    text.push_str(&format!("\nrequired: {}", list_or_none(&required)));
+    text.push_str(&format!("\noptional: {}", list_or_none(&optional)));
+    text.push_str("\nexample: ");
+    text.push_str(&spaced(&example));
+    let mut again = LoomError::new(e.code(), text);
+    for (k, v) in e.detail() {
+        again = again.with_detail(k, v.clone());
+    }
+    again
+        .with_detail("required", required)
+        .with_detail("optional", optional)
+        .with_detail("example", example)
+}
+
 /// `value` as JSON text the way the documented refusal shows its example
 /// (`{"memory_key": "deploy_window"}`): a space after each `:` and `,`,
 /// as a person writes it and as most JSON a model has read is written.

@@ -69,7 +69,7 @@ pub mod toolset;
 pub mod __private;
 
 pub use access::{NamespaceFacts, Reach};
-pub use args::{Unknown, Validator, closest, similarity, type_name, whole_i64};
+pub use args::{Unknown, Validator, as_listed, closest, similarity, type_name, whole_i64};
 pub use capabilities::{OpCapability, capabilities};
 pub use cx::{CallOptions, Caller, OpCx, Scope, Services, Transport};
 pub use effect::{Annotations, Effect};

@@ -168,17 +168,11 @@ fn op_tool(
     profile: Profile,
     revision: Revision,
 ) -> Value {
-    let mut input = op.input_schema_for(profile).clone();
-    if *listing == Listing::Assistant {
-        offer_agent(op, &mut input, profile);
-        // Its calls run with explain off whatever they send
-        // (tools::without_explain): not offered.
-        if op.takes_explain
-            && let Some(props) = input.get_mut("properties").and_then(Value::as_object_mut)
-        {
-            props.remove("explain");
-        }
-    }
+    let mut input = if *listing == Listing::Assistant {
+        assistant_input(op, profile)
+    } else {
+        op.input_schema_for(profile).clone()
+    };
     render_descriptions(&mut input, registry, listing);
     let mut tool = Map::new();
     tool.insert("name".into(), op.tool_name.clone().into());
@@ -202,6 +196,20 @@ fn op_tool(
         );
     }
     Value::Object(tool)
+}
+
+/// An op's input as the assistant's listing shows it: `agent` offered
+/// ([`offer_agent`]), and no `explain`, since its calls run with explain
+/// off whatever they send (`tools::without_explain`).
+pub fn assistant_input(op: &Op, profile: Profile) -> Value {
+    let mut input = op.input_schema_for(profile).clone();
+    offer_agent(op, &mut input, profile);
+    if op.takes_explain
+        && let Some(props) = input.get_mut("properties").and_then(Value::as_object_mut)
+    {
+        props.remove("explain");
+    }
+    input
 }
 
 /// The assistant's reads are not narrowed to its client's agent, and a read

@@ -243,7 +243,12 @@ fn structured(output: &Output, full: bool) -> Result<JsonText, LoomError> {
 
 fn answer_error(mcp: &Mcp, conn: &Connection, op: &Op, e: &LoomError) -> RpcResult {
     if is_refusal(e) {
-        let e = with_hint_rendered(mcp, conn, with_next_step(mcp, conn, op, e));
+        let mut e = with_hint_rendered(mcp, conn, with_next_step(mcp, conn, op, e));
+        // The assistant lists an op's input its own way: the refusal's
+        // corrected call must be one that listing accepts.
+        if conn.listing == Listing::Assistant {
+            e = loom_core::as_listed(e, &super::listing::assistant_input(op, conn.profile));
+        }
         Ok(refusal(conn, &e))
     } else {
         let (code, message, data) = fault_error(e, &op.tool_name, &conn.request_id);
