@@ -252,18 +252,6 @@ fn positive_at_most(name: &str, raw: &str, max: u32) -> Result<u32, String> {
     }
 }
 
-/// Whether a `postgres://` URL names its database: a path after the
-/// authority, or a `dbname` parameter.
-fn names_a_database(url: &str) -> bool {
-    let rest = url.split_once("://").map_or("", |(_, rest)| rest);
-    let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let path = location.split_once('/').map_or("", |(_, path)| path);
-    !path.is_empty()
-        || query
-            .split('&')
-            .any(|p| p.strip_prefix("dbname=").is_some_and(|d| !d.is_empty()))
-}
-
 fn seconds(name: &str, raw: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(u64::from(positive(name, raw)?)))
 }
@@ -525,7 +513,9 @@ impl Config {
             // Likewise `postgres://$HOST/$DB` with both unset: PostgreSQL's
             // defaults would pick a database (the user's name) and make a
             // new store there. Not echoed: the URL may hold a password.
-            if c.database_url.starts_with("postgres") && !names_a_database(&c.database_url) {
+            if c.database_url.starts_with("postgres")
+                && !loom_ops::store::postgres_names_database(&c.database_url)
+            {
                 return Err(
                     "LOOM_DATABASE_URL names no PostgreSQL database: write postgres://HOST/DATABASE (or ?dbname=DATABASE)".into(),
                 );

@@ -42,17 +42,17 @@ async fn namespaces(store: &Store, cx: &OpCx) -> OpResult<Vec<String>> {
         Err(e) if e.code() == ErrorCode::ResourceNotFound => Some(e),
         Err(e) => return Err(e),
     };
-    let home = &cx.scope.namespace;
+    // A default that does not exist is not among those listed below.
     let mut out = Vec::new();
     if missing.is_none() {
-        out.push(home.clone());
+        out.push(cx.scope.namespace.clone());
     }
     let org = &cx.scope.org;
     for (ns, facts) in store.memory_namespaces(org, &cx.caller.subject).await? {
         if out.len() >= fan_out {
             break;
         }
-        if &ns != home && !out.contains(&ns) && cx.caller.reach(org, &ns, facts).role().is_some() {
+        if !out.contains(&ns) && cx.caller.reach(org, &ns, facts).role().is_some() {
             out.push(ns);
         }
     }

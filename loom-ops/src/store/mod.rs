@@ -67,7 +67,7 @@ pub use oauth::{AuthRequestRow, ClientRow, CodeRow, RefreshRow, UserRow};
 pub use oidc::OidcLoginRow;
 pub use open::{
     DEFAULT_ACCESS_CACHE, PING_AFTER_IDLE, StoreOptions, default_connections, default_database_url,
-    prepare_sqlite, sqlite_path, store_place,
+    postgres_names_database, prepare_sqlite, sqlite_path, store_place,
 };
 pub use rate_buckets::RateBudget;
 pub use read::ReadConn;

@@ -300,6 +300,14 @@ pub fn store_place(url: &str) -> String {
     }
 }
 
+/// Whether a PostgreSQL URL names its database, read as the driver reads
+/// it (a path, `?dbname=`, or `PGDATABASE`); one the driver cannot read
+/// names none.
+pub fn postgres_names_database(url: &str) -> bool {
+    url.parse::<sqlx::postgres::PgConnectOptions>()
+        .is_ok_and(|o| o.get_database().is_some_and(|d| !d.is_empty()))
+}
+
 /// The database file a SQLite URL names; `None` in memory.
 fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
     let options = SqliteConnectOptions::from_str(url).ok()?;

@@ -108,17 +108,19 @@ pub fn may_act_in_org(caller: &Caller, org: &str) -> bool {
     caller.org == org || caller.org == "*" || caller.platform_admin
 }
 
-/// The scope of a call (its role is filled by authorization).
-pub fn resolve(
-    caller: Option<&Caller>,
-    args: &Value,
-    default_agent: Option<&str>,
-) -> Result<Scope, LoomError> {
-    let home_org = match caller {
-        Some(c) if c.org != "*" => c.org.as_str(),
-        _ => DEFAULT_ORG,
-    };
-    let org = named(args, "org")?.unwrap_or(home_org);
+/// The caller's home org: its token's, or the default org for an
+/// org-wide token (and without a token).
+pub fn home_org(caller: Option<&Caller>) -> &str {
+    caller
+        .map(|c| c.org.as_str())
+        .filter(|o| *o != "*")
+        .unwrap_or(DEFAULT_ORG)
+}
+
+/// The org a call acts in: the one its arguments name, else the caller's
+/// home org; refused when the caller may not act there.
+pub fn call_org<'a>(caller: Option<&'a Caller>, args: &'a Value) -> Result<&'a str, LoomError> {
+    let org = named(args, "org")?.unwrap_or(home_org(caller));
     if let Some(c) = caller
         && !may_act_in_org(c, org)
     {
@@ -129,6 +131,25 @@ pub fn resolve(
         .with_detail("org", org)
         .with_detail("token_org", c.org.clone()));
     }
+    Ok(org)
+}
+
+/// The rate-limit key of a caller's own calls outside any op (MCP's
+/// session opening and ending): its token's org and subject.
+pub fn rate_key(caller: Option<&Caller>) -> loom_core::RateKey {
+    loom_core::RateKey {
+        org: caller.map_or(DEFAULT_ORG, |c| c.org.as_str()).to_owned(),
+        subject: caller.map_or(ANONYMOUS, |c| c.subject.as_str()).to_owned(),
+    }
+}
+
+/// The scope of a call (its role is filled by authorization).
+pub fn resolve(
+    caller: Option<&Caller>,
+    args: &Value,
+    default_agent: Option<&str>,
+) -> Result<Scope, LoomError> {
+    let org = call_org(caller, args)?;
     let namespace = named(args, "namespace")?
         .or_else(|| {
             caller.and_then(|c| c.namespaces.iter().map(String::as_str).find(|n| *n != "*"))

@@ -17,7 +17,7 @@ use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use loom_core::{Caller, ErrorCode, Listing, LoomError, Profile, RateClass, RateKey};
+use loom_core::{Caller, ErrorCode, Listing, LoomError, Profile, RateClass};
 use serde_json::Value;
 
 use super::cancel::InFlight;
@@ -560,16 +560,7 @@ async fn end_session(mcp: Arc<Mcp>, headers: HeaderMap, body: Body) -> Response 
         Err(refusal) => return *refusal,
     };
     // Rate-limited as run.complete, per caller within the org.
-    let key = match &caller {
-        Some(c) => RateKey {
-            org: c.org.clone(),
-            subject: c.subject.clone(),
-        },
-        None => RateKey {
-            org: pipeline::identity::DEFAULT_ORG.into(),
-            subject: pipeline::identity::ANONYMOUS.into(),
-        },
-    };
+    let key = pipeline::identity::rate_key(caller.as_ref());
     let class = mcp
         .app
         .registry

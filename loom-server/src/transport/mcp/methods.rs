@@ -1,6 +1,6 @@
 //! The MCP methods Loom serves, one message at a time.
 
-use loom_core::{Caller, ErrorCode, LoomError, RateClass, RateKey};
+use loom_core::{Caller, ErrorCode, LoomError, RateClass};
 use serde_json::{Value, json};
 
 use super::endpoint::{Connection, Mcp};
@@ -10,7 +10,7 @@ use super::primer::{self, Workspace};
 use super::protocol::{self, Revision};
 use super::session::{Principal, Session, Sessions, agent_slug};
 use super::tools;
-use crate::pipeline::identity::{ANONYMOUS, DEFAULT_NAMESPACE, DEFAULT_ORG};
+use crate::pipeline::identity::{ANONYMOUS, DEFAULT_NAMESPACE, home_org};
 
 /// The prompt and resource that carry the primer.
 const PROMPT: &str = "loom";
@@ -228,10 +228,7 @@ async fn opens_sessions(mcp: &Mcp, caller: Option<&Caller>) -> Result<(), RpcErr
     let Some(caller) = caller else {
         return Ok(());
     };
-    let key = RateKey {
-        org: caller.org.clone(),
-        subject: caller.subject.clone(),
-    };
+    let key = crate::pipeline::identity::rate_key(Some(caller));
     match mcp.app.limiter.check(&key, RateClass::Write).await {
         Ok(()) => Ok(()),
         Err(wait) => {
@@ -290,16 +287,6 @@ async fn initialize(mcp: &Mcp, conn: &mut Connection, params: &Value) -> Value {
         "serverInfo": server_info(revision),
         "instructions": instructions,
     })
-}
-
-/// The org of the caller's default workspace: its token's, or the default
-/// org for an org-wide token (and without a token). A session's implicit
-/// run is filed there.
-pub fn home_org(caller: Option<&Caller>) -> &str {
-    caller
-        .map(|c| c.org.as_str())
-        .filter(|o| *o != "*")
-        .unwrap_or(DEFAULT_ORG)
 }
 
 /// The caller's default workspace.

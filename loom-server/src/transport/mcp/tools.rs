@@ -442,14 +442,9 @@ async fn session_run(mcp: &Mcp, conn: &Connection, op: &Op, args: &Value) -> Ses
     let caller = conn.caller.as_ref();
     // The org the call acts in; one it may not act in is refused by the
     // pipeline, with no run begun for it.
-    let org = match identity::named(args, "org") {
-        Ok(Some(org)) => org,
-        Ok(None) => super::methods::home_org(caller),
-        Err(_) => return SessionRun::Found(None),
-    };
-    if caller.is_some_and(|c| !identity::may_act_in_org(c, org)) {
+    let Ok(org) = identity::call_org(caller, args) else {
         return SessionRun::Found(None);
-    }
+    };
     // The run this process found open a moment ago; past `run_recheck` the
     // store says whether it still is (another replica may have closed it),
     // and a new one is begun when it is not.
